@@ -1,0 +1,73 @@
+"""`replay-rl` command line: init-model | warmstart | eval | train | plan."""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+from typing import List, Optional
+
+import typer
+
+os.environ.setdefault("HF_HUB_OFFLINE", "1")  # nothing is ever downloaded at run time
+os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")
+
+app = typer.Typer(add_completion=False, no_args_is_help=True, pretty_exceptions_enable=False,
+                  help="RL post-training of LLMs with experience replay.")
+ConfigOpt = typer.Option(None, "--config", "-c", help="YAML config; default: the embedded tiny CPU run")
+SetOpt = typer.Option(None, "--set", "-s", help="dotted override, e.g. --set replay.capacity=84 (repeatable)")
+
+
+def _load(config: Optional[Path], overrides: Optional[List[str]]):
+    from replay_rl.config import ConfigError, RunConfig
+
+    try:
+        return RunConfig.load(config, overrides or [])
+    except ConfigError as e:
+        typer.echo(str(e), err=True)
+        raise typer.Exit(2) from None
+
+
+@app.command("init-model")
+def init_model(out: Path = typer.Argument(..., help="folder to write the HF model into"),
+               config: Optional[Path] = ConfigOpt, set_: Optional[List[str]] = SetOpt) -> None:
+    """Write a random-init tiny model + offline tokenizer (model.tiny) as an HF folder."""
+    from replay_rl.models import init_tiny_model_folder, load_model, parameter_count
+
+    cfg = _load(config, set_)
+    init_tiny_model_folder(cfg.model.tiny, out)
+    typer.echo(json.dumps({"path": str(out), "parameters": parameter_count(load_model(out))}))
+
+
+@app.command()
+def warmstart(src: Path = typer.Argument(..., help="HF model folder to start from (e.g. from init-model)"),
+              out: Path = typer.Argument(..., help="folder to write the warm-started model into"),
+              config: Optional[Path] = ConfigOpt, set_: Optional[List[str]] = SetOpt) -> None:
+    """Supervised warm start on task demonstrations until eval accuracy reaches warmstart.target_accuracy."""
+    from replay_rl.warmstart import warmstart as run
+
+    cfg = _load(config, set_)
+    typer.echo(json.dumps(run(cfg, src, out, log=lambda *_: None)))
+
+
+@app.command("eval")
+def eval_(model: Optional[Path] = typer.Argument(None, help="HF model folder; default model.path"),
+          config: Optional[Path] = ConfigOpt, set_: Optional[List[str]] = SetOpt,
+          k: Optional[int] = typer.Option(None, help="k of pass@k; default run.eval_k")) -> None:
+    """pass@1 (greedy and sampled) and pass@k on the task's eval split."""
+    from replay_rl.evaluation import evaluate
+    from replay_rl.generation.hf import HFBackend
+    from replay_rl.models import load_tokenizer
+    from replay_rl.tasks import make_task
+
+    cfg = _load(config, set_)
+    path = model or Path(cfg.model.path)
+    backend = HFBackend(str(path), cfg.model.dtype)
+    result = evaluate(backend, load_tokenizer(path), make_task(cfg.task, cfg.run.seed), n_problems=cfg.run.eval_prompts,
+                      k=k or cfg.run.eval_k, temperature=cfg.generation.eval_temperature,
+                      max_new_tokens=cfg.generation.max_new_tokens)
+    typer.echo(json.dumps(result))
+
+
+if __name__ == "__main__":
+    app()

@@ -1,0 +1,59 @@
+"""Generation backend protocol. The generator and the evaluator know only this; hf.py and vllm.py are leaves."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Iterable, Protocol, Sequence
+
+import numpy as np
+
+from replay_rl.config import GenerationConfig, ModelConfig
+from replay_rl.rollout import FINISH_LENGTH, FINISH_STOP
+
+
+@dataclass(frozen=True)
+class SamplingParams:
+    temperature: float   # 0 means greedy
+    top_p: float
+    max_new_tokens: int
+    n: int               # completions per prompt (the group size G when training)
+
+
+@dataclass(frozen=True)
+class Completion:
+    token_ids: np.ndarray  # (C,) int32, includes the EOS token when finish == FINISH_STOP
+    logprobs: np.ndarray   # (C,) float32 log π(token) under the raw policy (temperature 1, no top-p), as sampled
+    finish: int            # FINISH_STOP | FINISH_LENGTH
+    version: int           # weights version that produced it
+
+
+class GenerationBackend(Protocol):
+    version: int  # learner version of the weights currently loaded
+
+    def generate(self, prompts: Sequence[np.ndarray], params: SamplingParams) -> list[list[Completion]]: ...
+    def load_weights(self, named_tensors: Iterable[tuple[str, "object"]], version: int) -> None: ...
+    def tokens_generated(self) -> int: ...
+
+
+def truncate_at_eos(ids: np.ndarray, logprobs: np.ndarray, eos_id: int, version: int) -> Completion:
+    """Cut a generated row after its first EOS (kept, so the learner trains the stop decision)."""
+    hits = np.flatnonzero(ids == eos_id)
+    if len(hits):
+        end = int(hits[0]) + 1
+        return Completion(ids[:end].astype(np.int32), logprobs[:end].astype(np.float32), FINISH_STOP, version)
+    return Completion(ids.astype(np.int32), logprobs.astype(np.float32), FINISH_LENGTH, version)
+
+
+def sampling_params(cfg: GenerationConfig, n: int | None = None, greedy: bool = False) -> SamplingParams:
+    return SamplingParams(0.0 if greedy else cfg.temperature, cfg.top_p, cfg.max_new_tokens,
+                          cfg.group_size if n is None else n)
+
+
+def make_backend(gen: GenerationConfig, model: ModelConfig, model_path: str, device: str = "cpu") -> GenerationBackend:
+    match gen.backend.type:
+        case "transformers":
+            from replay_rl.generation.hf import HFBackend
+            return HFBackend(model_path, model.dtype, device)
+        case "vllm":
+            from replay_rl.generation.vllm import VLLMBackend
+            return VLLMBackend(model_path, model.dtype, gen.backend)

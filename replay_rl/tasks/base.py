@@ -1,0 +1,75 @@
+"""Task protocol: procedurally generated or loaded problems with a verifiable reward in [0, 1]."""
+
+from __future__ import annotations
+
+import hashlib
+import math
+from dataclasses import dataclass
+from typing import Protocol
+
+import numpy as np
+
+
+@dataclass(frozen=True)
+class Problem:
+    prompt: str   # text the model continues
+    answer: str   # reference answer the verifier compares against (a demonstration for synthetic tasks)
+    key: str      # stable identity used for the train/eval split
+
+
+class Task(Protocol):
+    name: str
+    correct_threshold: float  # reward at or above this counts as a correct rollout
+
+    def sample_train(self, n: int, rng: np.random.Generator) -> list[Problem]: ...
+    def eval_problems(self) -> list[Problem]: ...
+    def reward(self, problem: Problem, completion: str) -> float: ...
+    def demonstration(self, problem: Problem) -> str | None: ...  # a correct completion, for the warm start
+
+
+class RewardError(RuntimeError):
+    """A reward function returned something that is not a float in [0, 1]."""
+
+
+def checked_reward(task: Task, problem: Problem, completion: str) -> float:
+    """task.reward, but a bad value fails loudly, naming the task and problem, instead of corrupting advantages."""
+    r = task.reward(problem, completion)
+    if not isinstance(r, (int, float, np.floating)) or not math.isfinite(float(r)) or not 0.0 <= float(r) <= 1.0:
+        raise RewardError(f"task {task.name!r}: reward for prompt {problem.prompt!r} is {r!r}; "
+                          "a reward function must return a finite float in [0, 1]")
+    return float(r)
+
+
+def in_eval_split(key: str, seed: int, eval_fraction: float) -> bool:
+    """Deterministic, seed-dependent split: the same problem is always on the same side for a given seed."""
+    h = int.from_bytes(hashlib.blake2b(f"{seed}:{key}".encode(), digest_size=8).digest(), "little")
+    return (h % 1_000_000) < eval_fraction * 1_000_000
+
+
+def sample_disjoint(draw, n: int, rng: np.random.Generator, keep, max_tries: int = 100) -> list[Problem]:
+    """Draw problems with `draw(rng)` until n satisfy `keep` (the split predicate)."""
+    out: list[Problem] = []
+    for _ in range(n * max_tries):
+        p = draw(rng)
+        if keep(p):
+            out.append(p)
+            if len(out) == n:
+                return out
+    raise RuntimeError("task too small for its train/eval split: raise the difficulty knob or lower eval_size")
+
+
+def unique_eval_set(draw, size: int, seed: int, fraction: float) -> list[Problem]:
+    rng = np.random.default_rng(seed + 7919)
+    seen: dict[str, Problem] = {}
+    misses = 0  # a small problem space has fewer than `size` eval problems: stop once new ones stop appearing
+    while len(seen) < size and misses < 20_000:
+        p = draw(rng)
+        if in_eval_split(p.key, seed, fraction) and p.key not in seen:
+            seen[p.key], misses = p, 0
+        else:
+            misses += 1
+    return list(seen.values())
+
+
+def exact_match(completion: str, answer: str) -> float:
+    return 1.0 if completion.strip() == answer.strip() else 0.0

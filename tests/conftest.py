@@ -1,0 +1,45 @@
+"""Shared fixtures: one warm-started tiny model per test session (real HF folder, ~30 s), one local Ray cluster."""
+
+from __future__ import annotations
+
+import os
+
+import pytest
+
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")
+
+
+@pytest.fixture(scope="session")
+def tiny_cfg(tmp_path_factory):
+    from replay_rl.config import RunConfig
+
+    root = tmp_path_factory.mktemp("tiny")
+    return RunConfig.load(None, [f"model.path={root / 'warm'}", f"run.output_dir={root / 'run'}"])
+
+
+@pytest.fixture(scope="session")
+def init_model(tiny_cfg):
+    from pathlib import Path
+
+    from replay_rl.models import init_tiny_model_folder
+
+    return init_tiny_model_folder(tiny_cfg.model.tiny, Path(tiny_cfg.model.path).with_name("init"))
+
+
+@pytest.fixture(scope="session")
+def warm_model(tiny_cfg, init_model):
+    """(path, warm-start stats): the model RL starts from in every test that trains."""
+    from replay_rl.warmstart import warmstart
+
+    stats = warmstart(tiny_cfg, init_model, tiny_cfg.model.path, log=lambda *_: None)
+    return tiny_cfg.model.path, stats
+
+
+@pytest.fixture(scope="session")
+def ray_cluster():
+    ray = pytest.importorskip("ray")
+    ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False,
+             runtime_env={"env_vars": {"HF_HUB_OFFLINE": "1", "HF_HUB_DISABLE_PROGRESS_BARS": "1"}})
+    yield ray
+    ray.shutdown()

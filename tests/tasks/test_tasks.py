@@ -1,0 +1,64 @@
+import json
+
+import numpy as np
+import pytest
+
+from replay_rl.config import ArithmeticTaskConfig, CountdownTaskConfig, JsonlMathTaskConfig
+from replay_rl.tasks import Problem, RewardError, checked_reward, make_task
+from replay_rl.tasks.countdown import evaluate
+
+
+def test_arithmetic_reward_and_split():
+    task = make_task(ArithmeticTaskConfig(digits=2), seed=0)
+    p = Problem("12+34=", "46", "12+34=")
+    assert task.reward(p, "46") == 1.0 and task.reward(p, " 46 ") == 1.0
+    assert task.reward(p, "47") == 0.0 and task.reward(p, "4") == 0.0 and task.reward(p, "") == 0.0
+    evals = {q.key for q in task.eval_problems()}
+    train = {q.key for q in task.sample_train(2000, np.random.default_rng(1))}
+    assert len(evals) == 200 and not evals & train
+    assert all(task.reward(q, task.demonstration(q)) == 1.0 for q in task.eval_problems())
+    assert [q.key for q in make_task(ArithmeticTaskConfig(digits=2), 0).eval_problems()] == \
+        [q.key for q in task.eval_problems()]  # split is a function of the seed
+    assert {q.key for q in make_task(ArithmeticTaskConfig(digits=2), 1).eval_problems()} != evals
+
+
+def test_countdown_verifier():
+    task = make_task(CountdownTaskConfig(numbers=3), seed=0)
+    p = Problem("3 5 7:22=", "3*5+7", "3 5 7:22=")
+    assert task.reward(p, "3*5+7") == 1.0 and task.reward(p, "7+5*3") == 1.0
+    assert task.reward(p, "3*5+8") == 0.0        # a number not offered
+    assert task.reward(p, "7+7+7+1") == 0.0      # reuse / foreign numbers
+    assert task.reward(p, "3*5") == 0.0          # wrong value
+    assert task.reward(p, "__import__('os')") == 0.0 and task.reward(p, "3*") == 0.0
+    assert evaluate("7/2*2")[0] == 7 and evaluate("1/0") is None
+    assert all(task.reward(q, task.demonstration(q)) == 1.0 for q in task.eval_problems())
+
+
+def test_jsonl_math_loader_and_checker(tmp_path):
+    rows = [{"question": f"What is {i}+{i}?", "answer": f"Double it.\n#### {2 * i}"} for i in range(200)]
+    path = tmp_path / "gsm.jsonl"
+    path.write_text("\n".join(json.dumps(r) for r in rows))
+    task = make_task(JsonlMathTaskConfig(path=str(path), eval_fraction=0.1), seed=0)
+    assert 5 < len(task.eval_problems()) < 40
+    p = next(q for q in task.eval_problems())
+    assert task.reward(p, f"so the answer is \\boxed{{{p.answer}}}") == 1.0
+    assert task.reward(p, f"... {p.answer}") == 1.0            # last number, no box
+    assert task.reward(p, "\\boxed{-1}") == 0.0 and task.reward(p, "no idea") == 0.0
+    with pytest.raises(KeyError, match="task.answer_field: 'solution'"):
+        make_task(JsonlMathTaskConfig(path=str(path), answer_field="solution"), seed=0)
+    with pytest.raises(FileNotFoundError, match="task.path"):
+        make_task(JsonlMathTaskConfig(path=str(tmp_path / "nope.jsonl")), seed=0)
+
+
+class BrokenTask:
+    name = "broken"
+    correct_threshold = 1.0
+
+    def reward(self, problem, completion):
+        return {"a": 1.5, "b": float("nan"), "c": None}[completion]
+
+
+@pytest.mark.parametrize("completion", ["a", "b", "c"])
+def test_bad_reward_values_fail_loudly(completion):
+    with pytest.raises(RewardError, match="task 'broken'.*finite float in \\[0, 1\\]"):
+        checked_reward(BrokenTask(), Problem("x", "y", "x"), completion)

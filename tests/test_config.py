@@ -1,0 +1,64 @@
+from pathlib import Path
+
+import pytest
+
+from replay_rl.config import ConfigError, RunConfig
+
+CONFIGS = sorted(Path(__file__).parents[1].joinpath("configs").glob("*.yaml"))
+
+
+@pytest.mark.parametrize("path", CONFIGS, ids=lambda p: p.name)
+def test_every_shipped_config_parses(path):
+    RunConfig.load(path)
+
+
+def test_tiny_cpu_yaml_is_the_embedded_default():
+    assert RunConfig.load(CONFIGS[0].with_name("tiny_cpu.yaml")) == RunConfig()
+
+
+def test_round_trip_through_resolved_json(tmp_path):
+    cfg = RunConfig.load(None, ["replay.type=positive_bias", "replay.delta=0.2", "learner.loss.type=asymre"])
+    cfg.dump_json(tmp_path / "c.json")
+    assert RunConfig.load(tmp_path / "c.json") == cfg  # JSON is YAML
+    assert cfg.replay.delta == 0.2 and cfg.learner.loss.baseline_shift == -0.1
+
+
+def test_dotted_overrides_and_derived_properties():
+    cfg = RunConfig.load(None, ["replay.capacity=84", "cluster.learners=3", "learner.batch_size=60",
+                                "cluster.generators=5"])
+    assert cfg.replay.capacity == 84 and cfg.shard_capacity == 28 and cfg.rank_batch_size == 20
+
+
+@pytest.mark.parametrize("overrides, field, words", [
+    (["replay.capacty=84"], "replay.capacty", "unknown key"),
+    (["replay.capacity=abc"], "replay.capacity", "valid integer"),
+    (["learner.batch_size=33"], "learner.batch_size", "multiple of 2"),
+    (["replay.type=positive_bias", "replay.delta=1.0"], "replay.delta", "less than 1"),
+    (["replay.type=positive_bias", "replay.delta=-0.1"], "replay.delta", "greater than or equal to 0"),
+    (["replay.capacity=16"], "replay.capacity", "smaller than learner.batch_size"),
+    (["replay.capacity=65"], "replay.capacity", "multiple of 2"),
+    (["cluster.total_gpus=8", "cluster.gpus_per_generator=1", "cluster.gpus_per_learner=1",
+      "cluster.generators=7"], "cluster", "does not fit cluster.total_gpus=8"),
+    (["generation.backend.type=sglang"], "generation.backend", "tag"),
+    (["model.tiny.hidden_size=102"], "model.tiny", "divide"),
+])
+def test_bad_values_name_the_field(overrides, field, words):
+    with pytest.raises(ConfigError) as e:
+        RunConfig.load(None, overrides)
+    line = str(e.value).splitlines()[0]
+    assert line.startswith(f"config error: {field}") and words in line, line
+
+
+def test_bad_files_and_override_syntax(tmp_path):
+    with pytest.raises(ConfigError, match="not found"):
+        RunConfig.load(tmp_path / "missing.yaml")
+    (tmp_path / "list.yaml").write_text("- 1\n- 2\n")
+    with pytest.raises(ConfigError, match="top level must be a mapping"):
+        RunConfig.load(tmp_path / "list.yaml")
+    with pytest.raises(ConfigError, match="dotted.key=value"):
+        RunConfig.load(None, ["replay.capacity"])
+
+
+def test_config_is_frozen():
+    with pytest.raises(Exception):
+        RunConfig().replay.capacity = 3

@@ -1,0 +1,50 @@
+import numpy as np
+import pytest
+
+from replay_rl.rollout import FINISH_STOP, Rollout, RolloutBatch, group_advantages
+
+
+def make_rollouts(n, seed=0, version=0):
+    rng = np.random.default_rng(seed)
+    out = []
+    for i in range(n):
+        c = int(rng.integers(1, 6))
+        out.append(Rollout(rng.integers(0, 50, int(rng.integers(2, 5))).astype(np.int32),
+                           rng.integers(0, 50, c).astype(np.int32), -rng.random(c).astype(np.float32),
+                           float(i % 2), float(i) / n, bool(i % 2), i // 4, version, version, version, 0, FINISH_STOP))
+    return out
+
+
+def test_batch_round_trips_every_field():
+    rs = make_rollouts(9)
+    batch = RolloutBatch.from_rollouts(rs)
+    assert len(batch) == 9 and batch.times_sampled.sum() == 0
+    for i, r in enumerate(rs):
+        got = batch.rollout(i)
+        for f in Rollout.__slots__:
+            assert np.allclose(getattr(got, f), getattr(r, f), rtol=1e-6), f
+
+
+def test_take_and_concat_keep_rows_intact():
+    rs = make_rollouts(10)
+    batch = RolloutBatch.from_rollouts(rs)
+    idx = np.array([7, 2, 2, 9])
+    sub = batch.take(idx)
+    assert [sub.rollout(i).completion_ids.tolist() for i in range(4)] == [rs[j].completion_ids.tolist() for j in idx]
+    both = RolloutBatch.concat([batch.take(np.arange(3)), RolloutBatch.empty(), batch.take(np.arange(3, 10))])
+    assert all(np.array_equal(a, b) for a, b in zip(both.arrays().values(), batch.arrays().values()))
+
+
+def test_broken_offsets_are_rejected():
+    batch = RolloutBatch.from_rollouts(make_rollouts(3))
+    arrays = batch.arrays()
+    arrays["behavior_logprobs"] = arrays["behavior_logprobs"][:-1]
+    with pytest.raises(ValueError, match="offsets invariant"):
+        RolloutBatch(**arrays)
+
+
+def test_group_advantage_is_standardised_and_zero_for_flat_groups():
+    a = group_advantages(np.array([1, 0, 0, 1, 1, 0, 0, 0], float))
+    assert abs(a.mean()) < 1e-6 and abs(a.std() - 1) < 1e-4
+    assert a[0] == pytest.approx((1 - 0.375) / np.sqrt(0.375 * 0.625), rel=1e-4)
+    assert np.all(group_advantages(np.ones(16)) == 0)
