@@ -1,0 +1,58 @@
+"""ReplayClient: what generators use to insert and learners use to sample. Routes each rollout to exactly one
+shard, round-robin across calls so shards fill evenly; inserts are non-blocking with a bounded in-flight window."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import ray
+
+from replay_rl.config import RunConfig
+from replay_rl.replay.shard import ReplayShard, shard_dir
+from replay_rl.replay.table import SampleInfo, TableStats
+from replay_rl.rollout import RolloutBatch
+
+
+def create_shards(cfg: RunConfig) -> list:
+    return [ReplayShard.options(name=None).remote(cfg, i) for i in range(cfg.cluster.learners)]
+
+
+class ReplayClient:
+    def __init__(self, shards: list, max_in_flight: int = 8) -> None:
+        self.shards = shards
+        self.max_in_flight = max_in_flight
+        self._pending: list = []
+        self._next = 0  # shard that receives the next rollout
+
+    def insert(self, batch: RolloutBatch) -> None:
+        """Queue `batch` for insertion; blocks only when max_in_flight inserts are outstanding (backpressure)."""
+        n, t = len(batch), len(self.shards)
+        owner = (self._next + np.arange(n)) % t
+        self._next = int((self._next + n) % t)
+        for s in range(t):
+            rows = np.flatnonzero(owner == s)
+            if len(rows):
+                self._pending.append(self.shards[s].insert.remote(batch.take(rows)))
+        if len(self._pending) > self.max_in_flight:
+            done, self._pending = ray.wait(self._pending, num_returns=len(self._pending) - self.max_in_flight)
+            ray.get(done)  # re-raise a failed insert here instead of losing rollouts silently
+
+    def flush(self) -> None:
+        ray.get(self._pending)
+        self._pending = []
+
+    def sample(self, rank: int, n: int, consumer_version: int) -> tuple[RolloutBatch, SampleInfo]:
+        return ray.get(self.shards[rank].sample.remote(n, consumer_version))
+
+    def shard_stats(self) -> list[TableStats]:
+        return ray.get([s.stats.remote() for s in self.shards])
+
+    def stats(self) -> TableStats:
+        return TableStats.merge(self.shard_stats())
+
+    def snapshot(self, root: str | Path) -> list[str]:
+        return ray.get([s.snapshot.remote(str(shard_dir(root, i))) for i, s in enumerate(self.shards)])
+
+    def restore(self, root: str | Path) -> list[int]:
+        return ray.get([s.restore.remote(str(shard_dir(root, i))) for i, s in enumerate(self.shards)])

@@ -1,0 +1,287 @@
+"""Table = storage + selector + retention + limits, for one shard. Owns no thread or lock: the shard actor
+serialises calls. Paper modes are presets: `Table.fifo`, `Table.lifo_once`, `Table.positive_bias`.
+
+Storage keeps each inserted RolloutBatch whole (a "chunk") and maps slots to (chunk, row), so inserts are O(1)
+array work and a sample is a few vectorised gathers; a chunk is freed when its last row leaves.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from replay_rl.config import ReplayConfig
+from replay_rl.replay.limits import RateLimiter, Unlimited
+from replay_rl.replay.retention import FifoRetention, PositiveBiasRetention, Retention
+from replay_rl.replay.selectors import Freshest, Selector, SlotMeta, make_selector
+from replay_rl.rollout import RolloutBatch
+
+HIST_BINS = 64  # histograms of age / reuse / steps-since-last-use: bins 0..63, the last also counts everything above
+EVICT_REASONS = ("capacity", "stale", "reuse", "consumed")
+
+
+@dataclass(frozen=True)
+class SampleInfo:
+    """Per returned row: its key, age = consumer_version − policy_version, reuse = times returned including this
+    one, and steps since it was last returned (−1 the first time)."""
+
+    keys: np.ndarray
+    ages: np.ndarray
+    reuse: np.ndarray
+    since_last_use: np.ndarray
+
+
+@dataclass
+class TableStats:
+    """Counters of one shard, or the sum over shards (`merge`). inserts = K_inf, samples = K_train."""
+
+    size: int = 0
+    capacity: int = 0
+    inserts: int = 0
+    samples: int = 0
+    sample_calls: int = 0
+    evictions: dict[str, int] = field(default_factory=lambda: dict.fromkeys(EVICT_REASONS, 0))
+    age_hist: list[int] = field(default_factory=lambda: [0] * HIST_BINS)
+    reuse_hist: list[int] = field(default_factory=lambda: [0] * HIST_BINS)      # reuse of items when evicted
+    since_last_use_hist: list[int] = field(default_factory=lambda: [0] * HIST_BINS)
+    age_max: int = 0
+
+    @property
+    def replay_ratio(self) -> float:
+        return self.samples / self.inserts if self.inserts else 0.0
+
+    @property
+    def age_mean(self) -> float:
+        n = sum(self.age_hist)
+        return float(np.dot(self.age_hist, np.arange(HIST_BINS)) / n) if n else 0.0
+
+    @classmethod
+    def merge(cls, parts: list["TableStats"]) -> "TableStats":
+        out = cls()
+        for p in parts:
+            for k in ("size", "capacity", "inserts", "samples", "sample_calls"):
+                setattr(out, k, getattr(out, k) + getattr(p, k))
+            for r in EVICT_REASONS:
+                out.evictions[r] += p.evictions[r]
+            for k in ("age_hist", "reuse_hist", "since_last_use_hist"):
+                setattr(out, k, [a + b for a, b in zip(getattr(out, k), getattr(p, k))])
+            out.age_max = max(out.age_max, p.age_max)
+        return out
+
+    def summary(self) -> dict[str, float]:
+        return {"buffer_size": self.size, "inserts": self.inserts, "samples": self.samples,
+                "replay_ratio": self.replay_ratio, "age_mean": self.age_mean, "age_max": self.age_max,
+                **{f"evicted_{r}": v for r, v in self.evictions.items()}}
+
+
+def _bump(hist: list[int], values: np.ndarray) -> None:
+    for v, c in zip(*np.unique(np.clip(values, 0, HIST_BINS - 1), return_counts=True)):
+        hist[int(v)] += int(c)
+
+
+class Table:
+    def __init__(self, capacity: int, selector: Selector, retention: Retention, *, remove_on_sample: bool = False,
+                 max_staleness: int | None = None, max_reuse: int | None = None,
+                 limiter: RateLimiter | Unlimited | None = None, seed: int = 0, key_offset: int = 0,
+                 key_stride: int = 1) -> None:
+        self.capacity, self.selector, self.retention = capacity, selector, retention
+        self.remove_on_sample, self.max_staleness, self.max_reuse = remove_on_sample, max_staleness, max_reuse
+        self.limiter = limiter or Unlimited()
+        self.rng = np.random.default_rng(seed)
+        # keys are unique across shards: shard i of T issues i, i+T, i+2T, ...
+        self._next_key, self._key_stride, self._next_seq = key_offset, key_stride, 0
+        # one spare slot: a new item is placed first, then the retention policy evicts back down to capacity
+        slots = capacity + 1
+        z = lambda dt: np.zeros(slots, dt)  # noqa: E731
+        self.meta = SlotMeta(z(bool), z(np.int64), z(np.int64), z(np.int32), z(np.float32), z(bool),
+                             np.full(slots, -1, np.int64))
+        self.keys, self._chunk, self._row = z(np.int64), z(np.int64), z(np.int64)
+        self._free = list(range(slots - 1, -1, -1))
+        self._chunks: dict[int, RolloutBatch] = {}
+        self._refs: dict[int, int] = {}
+        self._next_chunk = 0
+        self.stats_ = TableStats(capacity=capacity)
+
+    # ------------------------------------------------------------------ presets (the paper's modes)
+    @classmethod
+    def fifo(cls, capacity: int, sampler: str = "uniform", **kw: Any) -> "Table":
+        return cls(capacity, make_selector(sampler), FifoRetention(capacity), **kw)
+
+    @classmethod
+    def lifo_once(cls, capacity: int, **kw: Any) -> "Table":
+        return cls(capacity, Freshest(), FifoRetention(capacity), remove_on_sample=True, **kw)
+
+    @classmethod
+    def positive_bias(cls, capacity: int, delta: float, sampler: str = "uniform", **kw: Any) -> "Table":
+        return cls(capacity, make_selector(sampler), PositiveBiasRetention(capacity, delta), **kw)
+
+    # ------------------------------------------------------------------ operations
+    def __len__(self) -> int:
+        return int(self.meta.alive.sum())
+
+    def can_insert(self, n: int) -> bool:
+        return self.limiter.can_insert(n)
+
+    def insert(self, batch: RolloutBatch) -> np.ndarray:
+        """Store every row (evicting per the retention policy); returns the new keys."""
+        n = len(batch)
+        keys = self._next_key + self._key_stride * np.arange(n, dtype=np.int64)
+        self._next_key += self._key_stride * n
+        if n == 0:
+            return keys
+        cid = self._next_chunk
+        self._next_chunk += 1
+        self._chunks[cid], self._refs[cid] = batch, 0
+        for i in range(n):
+            slot = self._free.pop()
+            self._place(slot, batch, cid, i, int(keys[i]), int(batch.times_sampled[i]))
+            for victim in self.retention.on_insert(slot, bool(batch.correct[i])):
+                self._remove(victim, "capacity")
+        if self._refs[cid] == 0:
+            self._drop_chunk(cid)
+        self.stats_.inserts += n
+        self.limiter.record(inserts=n)
+        return keys
+
+    def _place(self, slot: int, batch: RolloutBatch, cid: int, row: int, key: int, times: int) -> None:
+        m = self.meta
+        m.alive[slot], m.seq[slot] = True, self._next_seq
+        m.policy_version[slot], m.times_sampled[slot] = batch.policy_version[row], times
+        m.advantage[slot], m.correct[slot], m.last_sampled[slot] = batch.advantage[row], batch.correct[row], -1
+        self._next_seq += 1
+        self.keys[slot], self._chunk[slot], self._row[slot] = key, cid, row
+        self._refs[cid] += 1
+
+    def _remove(self, slot: int, reason: str) -> None:
+        m = self.meta
+        m.alive[slot] = False
+        self.stats_.evictions[reason] += 1
+        _bump(self.stats_.reuse_hist, np.array([m.times_sampled[slot]]))
+        cid = int(self._chunk[slot])
+        self._refs[cid] -= 1
+        if self._refs[cid] == 0:
+            self._drop_chunk(cid)
+        self._free.append(slot)
+
+    def _drop_chunk(self, cid: int) -> None:
+        del self._chunks[cid], self._refs[cid]
+
+    def _purge_and_eligible(self, consumer_version: int) -> np.ndarray:
+        """Evict items that can never be returned again (too stale; max_staleness only grows stricter with
+        time since consumer_version never decreases) and return the eligible slots."""
+        m = self.meta
+        alive = np.flatnonzero(m.alive)
+        if self.max_staleness is not None:
+            stale = alive[consumer_version - m.policy_version[alive] > self.max_staleness]
+            for s in stale:
+                self.retention.on_delete(int(s))
+                self._remove(int(s), "stale")
+            alive = np.flatnonzero(m.alive)
+        return alive[np.argsort(m.seq[alive])]  # insertion order, so a restored table samples exactly the same
+
+    def can_sample(self, n: int, consumer_version: int) -> bool:
+        return len(self._purge_and_eligible(consumer_version)) >= n and self.limiter.can_sample(n)
+
+    def why_blocked(self, n: int, consumer_version: int) -> str:
+        eligible = len(self._purge_and_eligible(consumer_version))
+        if eligible < n:
+            return (f"{eligible} eligible items < {n} requested (size {len(self)}/{self.capacity}, "
+                    f"max_staleness={self.max_staleness}, consumer_version={consumer_version}); "
+                    "generators may be too slow, dead, or throttled by the rate limiter")
+        return self.limiter.why_blocked()
+
+    def sample(self, n: int, consumer_version: int) -> tuple[RolloutBatch, SampleInfo]:
+        eligible = self._purge_and_eligible(consumer_version)
+        if len(eligible) < n or not self.limiter.can_sample(n):
+            raise RuntimeError(f"cannot sample now: {self.why_blocked(n, consumer_version)}")
+        slots = np.asarray(self.selector.select(self.meta, eligible, n, self.rng), np.int64)
+        m = self.meta
+        slots = slots[np.argsort(self._chunk[slots], kind="stable")]  # group rows by chunk for the gathers
+        m.times_sampled[slots] += 1
+        ages = consumer_version - m.policy_version[slots]
+        since = np.where(m.last_sampled[slots] >= 0, consumer_version - m.last_sampled[slots], -1)
+        m.last_sampled[slots] = consumer_version
+        info = SampleInfo(self.keys[slots].copy(), ages, m.times_sampled[slots].copy(), since)
+        batch = self._gather(slots).with_times_sampled(m.times_sampled[slots])
+        st = self.stats_
+        st.samples += n
+        st.sample_calls += 1
+        _bump(st.age_hist, ages)
+        _bump(st.since_last_use_hist, since[since >= 0])
+        st.age_max = max(st.age_max, int(ages.max(initial=0)))
+        self.limiter.record(samples=n)
+        for s in slots:
+            if self.remove_on_sample or (self.max_reuse is not None and m.times_sampled[s] >= self.max_reuse):
+                self.retention.on_delete(int(s))
+                self._remove(int(s), "consumed" if self.remove_on_sample else "reuse")
+        return batch, info
+
+    def _gather(self, slots: np.ndarray) -> RolloutBatch:
+        chunks = self._chunk[slots]
+        parts = [self._chunks[int(c)].take(self._row[slots[chunks == c]]) for c in np.unique(chunks)]
+        return RolloutBatch.concat(parts)
+
+    def stats(self) -> TableStats:
+        self.stats_.size = len(self)
+        return self.stats_
+
+    # ------------------------------------------------------------------ snapshot state
+    def state(self) -> tuple[dict[str, np.ndarray], dict[str, Any]]:
+        """(arrays, json-able counters) of every live item, oldest first."""
+        live = np.flatnonzero(self.meta.alive)
+        live = live[np.argsort(self.meta.seq[live])]
+        arrays = {f"batch.{k}": v for k, v in self._gather_in_order(live).arrays().items()}
+        arrays |= {"meta.keys": self.keys[live], "meta.last_sampled": self.meta.last_sampled[live],
+                   "meta.region": np.array([self.retention.region_of(int(s)) for s in live], np.int8)}
+        st = self.stats()
+        counters = {"next_key": self._next_key, "next_seq": self._next_seq,
+                    "limiter": [self.limiter.inserts, self.limiter.samples],
+                    "rng": self.rng.bit_generator.state, "stats": {**st.__dict__}}
+        return arrays, counters
+
+    def _gather_in_order(self, slots: np.ndarray) -> RolloutBatch:
+        batch = RolloutBatch.concat([self._chunks[int(self._chunk[s])].take(self._row[[s]]) for s in slots])
+        return batch.with_times_sampled(self.meta.times_sampled[slots])
+
+    def load_state(self, arrays: dict[str, np.ndarray], counters: dict[str, Any]) -> None:
+        """Inverse of state() on an empty Table built with the same settings."""
+        if len(self):
+            raise RuntimeError("load_state needs an empty table")
+        batch = RolloutBatch(**{k.removeprefix("batch."): v for k, v in arrays.items() if k.startswith("batch.")})
+        if len(batch) > self.capacity:
+            raise ValueError(f"snapshot holds {len(batch)} items but the shard capacity is {self.capacity}; "
+                             "restore with the replay.capacity and cluster.learners it was taken with")
+        cid = self._next_chunk
+        self._next_chunk += 1
+        self._chunks[cid], self._refs[cid] = batch, 0
+        for i in range(len(batch)):
+            slot = self._free.pop()
+            self._place(slot, batch, cid, i, int(arrays["meta.keys"][i]), int(batch.times_sampled[i]))
+            self.meta.last_sampled[slot] = arrays["meta.last_sampled"][i]
+            self.retention.restore(slot, int(arrays["meta.region"][i]), bool(batch.correct[i]))
+        if self._refs[cid] == 0:
+            self._drop_chunk(cid)
+        self._next_key, self._next_seq = counters["next_key"], counters["next_seq"]
+        self.limiter.inserts, self.limiter.samples = counters["limiter"]
+        self.rng.bit_generator.state = counters["rng"]
+        self.stats_ = TableStats(**counters["stats"])
+
+
+def table_from_config(cfg: ReplayConfig, capacity: int, *, max_sample: int, max_insert: int, seed: int,
+                      key_offset: int = 0, key_stride: int = 1) -> Table:
+    """The Table preset a replay config names, for one shard of `capacity` items."""
+    limiter = None
+    if cfg.rate_limit is not None:
+        r = cfg.rate_limit
+        limiter = RateLimiter(r.samples_per_insert, r.tolerance, r.min_size_to_sample, max_sample, max_insert)
+    kw = dict(max_staleness=cfg.max_staleness, max_reuse=cfg.max_reuse, limiter=limiter, seed=seed,
+              key_offset=key_offset, key_stride=key_stride)
+    match cfg.type:
+        case "fifo":
+            return Table.fifo(capacity, cfg.sampler, **kw)
+        case "lifo_once":
+            return Table.lifo_once(capacity, **kw)
+        case "positive_bias":
+            return Table.positive_bias(capacity, cfg.delta, cfg.sampler, **kw)

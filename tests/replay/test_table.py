@@ -1,0 +1,141 @@
+"""Tier 0: the Table and its policies, no Ray."""
+
+import numpy as np
+import pytest
+
+from replay_rl.config import ConfigError, RunConfig
+from replay_rl.replay.limits import RateLimiter
+from replay_rl.replay.table import Table, table_from_config
+from tests.replay.helpers import make_batch
+
+
+def ids(batch):
+    return sorted(int(r) for r in batch.reward)
+
+
+def live_ids(table):
+    return sorted(int(r) for r in table._gather_in_order(np.flatnonzero(table.meta.alive)).reward)
+
+
+def test_fifo_evicts_oldest_and_keeps_capacity():
+    t = Table.fifo(8)
+    for start in range(0, 30, 5):
+        t.insert(make_batch(5, start=start))
+        assert len(t) == min(8, start + 5)
+    assert live_ids(t) == list(range(22, 30))
+    assert t.stats().evictions["capacity"] == 22
+
+
+def test_fifo_sampling_never_removes_and_is_without_replacement_within_a_batch():
+    t = Table.fifo(16)
+    t.insert(make_batch(16))
+    for step in range(20):
+        batch, info = t.sample(16, consumer_version=step)
+        assert ids(batch) == list(range(16)) and len(set(info.keys.tolist())) == 16
+    assert len(t) == 16 and t.stats().samples == 320 and t.stats().replay_ratio == 20
+
+
+def test_lifo_once_consumes_freshest_first_exactly_once():
+    t = Table.lifo_once(100)
+    t.insert(make_batch(10))
+    t.insert(make_batch(5, start=10))
+    first, _ = t.sample(4, 0)
+    assert ids(first) == [11, 12, 13, 14]
+    rest = [ids(t.sample(1, 0)[0])[0] for _ in range(11)]
+    assert rest == [10, 9, 8, 7, 6, 5, 4, 3, 2, 1, 0] and len(t) == 0
+    assert t.stats().evictions["consumed"] == 15
+    assert not t.can_sample(1, 0)
+
+
+def test_positive_bias_matches_the_hand_worked_example():
+    # N=8, δ=0.5: items 0..11 inserted, odd ones correct. Keep the 4 freshest (8..11) plus the 4 freshest
+    # correct items that aged out of them (1, 3, 5, 7).
+    t = Table.positive_bias(8, 0.5)
+    t.insert(make_batch(12, correct=lambda i: i % 2 == 1))
+    assert live_ids(t) == [1, 3, 5, 7, 8, 9, 10, 11]
+    # δ=0.25: 6 freshest (6..11) + 2 freshest aged-out correct (3, 5)
+    t = Table.positive_bias(8, 0.25)
+    t.insert(make_batch(12, correct=lambda i: i % 2 == 1))
+    assert live_ids(t) == [3, 5, 6, 7, 8, 9, 10, 11]
+
+
+def test_positive_bias_with_zero_delta_is_fifo():
+    a, b = Table.positive_bias(8, 0.0), Table.fifo(8)
+    for start in range(0, 40, 7):
+        a.insert(make_batch(7, start=start))
+        b.insert(make_batch(7, start=start))
+        assert live_ids(a) == live_ids(b)
+
+
+def test_max_staleness_evicts_and_never_returns_old_items():
+    t = Table.fifo(32, max_staleness=2)
+    t.insert(make_batch(8, version=0))
+    t.insert(make_batch(8, version=3, start=8))
+    batch, info = t.sample(8, consumer_version=4)   # version-0 items have age 4 > 2
+    assert info.ages.max() <= 2 and min(ids(batch)) >= 8
+    assert t.stats().evictions["stale"] == 8
+    assert not t.can_sample(9, consumer_version=4)
+    assert "8 eligible items < 9 requested" in t.why_blocked(9, 4)
+
+
+def test_max_reuse_evicts_after_n_samples():
+    t = Table.fifo(4, max_reuse=2)
+    t.insert(make_batch(4))
+    t.sample(4, 0)
+    t.sample(4, 0)
+    assert len(t) == 0 and t.stats().evictions["reuse"] == 4 and t.stats().reuse_hist[2] == 4
+
+
+def test_uniform_no_repeat_uses_every_item_before_any_repeat():
+    t = Table.fifo(12, sampler="uniform_no_repeat", seed=3)
+    t.insert(make_batch(12))
+    seen = ids(t.sample(5, 0)[0]) + ids(t.sample(5, 0)[0])
+    assert len(set(seen)) == 10
+    third = ids(t.sample(5, 0)[0])
+    assert set(range(12)) - set(seen) <= set(third)
+
+
+def test_abs_advantage_prefers_large_advantages():
+    t = Table.fifo(100, sampler="abs_advantage", seed=0)
+    batch = make_batch(100)
+    arrays = batch.arrays()
+    arrays["advantage"] = np.where(np.arange(100) < 10, 3.0, 0.0).astype(np.float32)
+    from replay_rl.rollout import RolloutBatch
+    t.insert(RolloutBatch(**arrays))
+    picked = [i for _ in range(50) for i in ids(t.sample(5, 0)[0])]
+    assert np.mean(np.array(picked) < 10) > 0.8
+
+
+def test_rate_limiter_band_and_deadlock_check():
+    with pytest.raises(ValueError, match="tolerance: 2 can deadlock"):
+        RateLimiter(2.0, 2, max_sample=4, max_insert=2)
+    r = RateLimiter(2.0, 8, min_size_to_sample=4, max_sample=4, max_insert=4)
+    assert not r.can_sample(4)          # below min size
+    r.record(inserts=4)                 # error = 8
+    assert r.can_sample(4) and not r.can_insert(1)   # 8 + 2 > 8
+    r.record(samples=12)                # error = −4
+    assert not r.can_sample(8) and r.can_insert(4)
+    assert "samples/insert 3.00 vs target 2" in r.why_blocked()
+
+
+def test_table_from_config_picks_the_preset():
+    cfg = RunConfig.load(None, ["replay.type=positive_bias", "replay.delta=0.5", "replay.max_reuse=3"])
+    t = table_from_config(cfg.replay, cfg.shard_capacity, max_sample=16, max_insert=32, seed=0)
+    assert t.retention.main_capacity == 16 and t.max_reuse == 3
+    with pytest.raises(ConfigError, match="replay.capacity"):
+        RunConfig.load(None, ["replay.capacity=30"])  # < batch 32
+
+
+def test_state_round_trip_preserves_items_and_counters():
+    t = Table.positive_bias(8, 0.5, seed=1)
+    t.insert(make_batch(12, correct=lambda i: i % 3 == 0))
+    t.sample(3, 2)
+    arrays, counters = t.state()
+    u = Table.positive_bias(8, 0.5, seed=99)
+    u.load_state(arrays, counters)
+    assert live_ids(u) == live_ids(t) and u.stats().__dict__ == t.stats().__dict__
+    # same rng state and contents: the next sample is the same, and so is the next eviction
+    assert ids(u.sample(4, 3)[0]) == ids(t.sample(4, 3)[0])
+    t.insert(make_batch(3, start=50))
+    u.insert(make_batch(3, start=50))
+    assert live_ids(u) == live_ids(t)
