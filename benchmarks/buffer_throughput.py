@@ -21,7 +21,7 @@ from replay_rl.rollout import Rollout, RolloutBatch
 def make_batch(n: int, rng: np.random.Generator, prompt_len: int = 64, completion_len: int = 256) -> RolloutBatch:
     return RolloutBatch.from_rollouts([
         Rollout(rng.integers(0, 32000, prompt_len).astype(np.int32), rng.integers(0, 32000, completion_len).astype(np.int32),
-                -rng.random(completion_len).astype(np.float32), float(i % 2), 0.5, bool(i % 2), i // 16, 0, 0, 0, 0, 0)
+                -rng.random(completion_len).astype(np.float32), float(i % 2), 0.5, 0.5, bool(i % 2), i // 16, 0, 0, 0, 0, 0)
         for i in range(n)])
 
 

@@ -69,5 +69,29 @@ def eval_(model: Optional[Path] = typer.Argument(None, help="HF model folder; de
     typer.echo(json.dumps(result))
 
 
+@app.command()
+def train(config: Optional[Path] = ConfigOpt, set_: Optional[List[str]] = SetOpt) -> None:
+    """Run W generators, T DeepSpeed learner ranks and T replay shards on Ray (the embedded tiny CPU run by default)."""
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+    from replay_rl.trainer import train as run
+
+    cfg = _load(config, set_)
+    shown: dict = {}
+    with Progress(TextColumn("[bold]train"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
+                  TextColumn("{task.description}")) as bar:
+        job = bar.add_task("", total=cfg.run.steps)
+
+        def progress(step: int, rec: dict) -> None:
+            shown.update({k: rec[k] for k in ("eval/pass@1",) if k in rec})
+            bar.update(job, completed=step, description=(
+                f"reward {rec['reward_mean']:.2f}  eval {shown.get('eval/pass@1', float('nan')):.2f}  "
+                f"K_inf {rec['k_inf']}  μ {rec['mu']:.2f}  γ {rec['gamma']:.2f}  age {rec['age_mean']:.1f}"))
+
+        final = run(cfg, progress)
+    typer.echo(json.dumps({k: final[k] for k in ("step", "output_dir", "eval/pass@1", f"eval/pass@{cfg.run.eval_k}",
+                                                 "k_inf", "k_train", "mu", "gamma", "replay_ratio") if k in final}))
+
+
 if __name__ == "__main__":
     app()

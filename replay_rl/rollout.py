@@ -23,6 +23,7 @@ class Rollout:
     behavior_logprobs: np.ndarray  # (C,) float32  log π_behavior(token) as sampled
     reward: float                  # verifier score in [0, 1]
     advantage: float               # (r − mean_G r) / (std_G r + eps), computed once over its group, never recomputed
+    baseline: float                # mean_G r: the group's mean reward (AsymRE's V̂), also frozen at generation
     correct: bool                  # reward ≥ task threshold; positive_bias retention keeps these longer
     group_id: int                  # the G completions of one prompt share it
     policy_version: int            # OLDEST learner version whose weights produced any of its tokens
@@ -33,7 +34,7 @@ class Rollout:
 
 
 _SCALARS = {  # per-rollout arrays of a batch and their dtypes
-    "reward": np.float32, "advantage": np.float32, "correct": np.bool_, "group_id": np.int64,
+    "reward": np.float32, "advantage": np.float32, "baseline": np.float32, "correct": np.bool_, "group_id": np.int64,
     "policy_version": np.int64, "last_version": np.int64, "created_step": np.int64,
     "generator_id": np.int32, "finish": np.int8, "times_sampled": np.int32,
 }
@@ -52,6 +53,7 @@ class RolloutBatch:
     behavior_logprobs: np.ndarray   # (ΣC,) float32
     reward: np.ndarray
     advantage: np.ndarray
+    baseline: np.ndarray
     correct: np.ndarray
     group_id: np.ndarray
     policy_version: np.ndarray
@@ -132,7 +134,8 @@ class RolloutBatch:
         ps, pe = self.prompt_offsets[i], self.prompt_offsets[i + 1]
         cs, ce = self.completion_offsets[i], self.completion_offsets[i + 1]
         return Rollout(self.prompt_tokens[ps:pe], self.completion_tokens[cs:ce], self.behavior_logprobs[cs:ce],
-                       float(self.reward[i]), float(self.advantage[i]), bool(self.correct[i]), int(self.group_id[i]),
+                       float(self.reward[i]), float(self.advantage[i]), float(self.baseline[i]), bool(self.correct[i]),
+                       int(self.group_id[i]),
                        int(self.policy_version[i]), int(self.last_version[i]), int(self.created_step[i]),
                        int(self.generator_id[i]), int(self.finish[i]))
 

@@ -11,7 +11,7 @@ def make_rollouts(n, seed=0, version=0):
         c = int(rng.integers(1, 6))
         out.append(Rollout(rng.integers(0, 50, int(rng.integers(2, 5))).astype(np.int32),
                            rng.integers(0, 50, c).astype(np.int32), -rng.random(c).astype(np.float32),
-                           float(i % 2), float(i) / n, bool(i % 2), i // 4, version, version, version, 0, FINISH_STOP))
+                           float(i % 2), float(i) / n, 0.5, bool(i % 2), i // 4, version, version, version, 0, FINISH_STOP))
     return out
 
 

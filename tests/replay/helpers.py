@@ -10,6 +10,6 @@ def make_batch(n, *, version=0, start=0, correct=None, completion_len=4, seed=0)
     for i in range(start, start + n):
         ok = bool(i % 2) if correct is None else correct(i)
         out.append(Rollout(np.array([i % 90, 1, 2], np.int32), rng.integers(0, 90, completion_len).astype(np.int32),
-                           -rng.random(completion_len).astype(np.float32), float(i), float(ok) - 0.5, ok, i // 16,
+                           -rng.random(completion_len).astype(np.float32), float(i), float(ok) - 0.5, 0.5, ok, i // 16,
                            version, version, version, 0, 0))
     return RolloutBatch.from_rollouts(out)

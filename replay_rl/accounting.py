@@ -1,0 +1,49 @@
+"""Compute ledger: what a run spent, in the paper's terms.
+
+K_inf = unique rollouts generated, K_train = rollouts consumed by the learner (with repeats).
+μ = (K_train / T) / (K_inf / W): per-GPU cost of generating a batch over the cost of training on it, valid when
+both roles are busy. γ = (1 + W/T) / (1 + μ): compute per update with replay relative to the on-policy baseline.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+
+@dataclass
+class ComputeLedger:
+    generators: int      # W
+    learners: int        # T
+    k_inf: int = 0
+    k_train: int = 0
+    tokens: int = 0
+    generator_busy_s: float = 0.0
+    learner_busy_s: float = 0.0
+    wall_s: float = 0.0
+    sync_s: float = 0.0
+    sync_bytes: int = 0
+    extra: dict[str, float] = field(default_factory=dict)
+
+    @property
+    def mu(self) -> float:
+        if not self.k_inf or not self.k_train:
+            return float("nan")
+        return (self.k_train / self.learners) / (self.k_inf / self.generators)
+
+    @property
+    def gamma(self) -> float:
+        return (1 + self.generators / self.learners) / (1 + self.mu)
+
+    @property
+    def active_s(self) -> float:
+        """Compute consumed: busy seconds of all generators and learners (the paper's active GPU-seconds)."""
+        return self.generator_busy_s + self.learner_busy_s
+
+    def summary(self) -> dict[str, float]:
+        w, t = self.generators, self.learners
+        idle = lambda busy, n: max(0.0, n * self.wall_s - busy)  # noqa: E731
+        return {"k_inf": self.k_inf, "k_train": self.k_train, "tokens": self.tokens, "mu": self.mu,
+                "gamma": self.gamma, "active_s": self.active_s, "generator_busy_s": self.generator_busy_s,
+                "generator_idle_s": idle(self.generator_busy_s, w), "learner_busy_s": self.learner_busy_s,
+                "learner_idle_s": idle(self.learner_busy_s, t), "wall_s": self.wall_s, "sync_s": self.sync_s,
+                "sync_bytes": self.sync_bytes}

@@ -1,0 +1,35 @@
+"""Evaluator: a Ray actor holding its own generation backend; evaluates the latest published weights."""
+
+from __future__ import annotations
+
+import ray
+import torch
+
+from replay_rl.config import RunConfig
+from replay_rl.evaluation import evaluate
+from replay_rl.generation.hf import HFBackend
+from replay_rl.models import load_tokenizer
+from replay_rl.sync.object_store import ObjectStoreSubscriber
+from replay_rl.tasks import make_task
+
+
+class EvaluatorImpl:
+    def __init__(self, cfg: RunConfig, model_path: str, board) -> None:
+        torch.set_num_threads(1)
+        self.cfg = cfg
+        self.backend = HFBackend(model_path, cfg.model.dtype, "cuda" if torch.cuda.is_available() else "cpu")
+        self.tokenizer = load_tokenizer(model_path)
+        self.task = make_task(cfg.task, cfg.run.seed)
+        self.weights = ObjectStoreSubscriber(board)
+
+    def evaluate_latest(self) -> dict[str, float]:
+        handle = self.weights.latest()
+        if handle is not None and handle.version != self.backend.version:
+            self.backend.load_weights(self.weights.fetch(handle), handle.version)
+        r = self.cfg.run
+        out = evaluate(self.backend, self.tokenizer, self.task, n_problems=r.eval_prompts, k=r.eval_k,
+                       temperature=self.cfg.generation.eval_temperature, max_new_tokens=self.cfg.generation.max_new_tokens)
+        return out | {"version": self.backend.version}
+
+
+Evaluator = ray.remote(max_restarts=0)(EvaluatorImpl)

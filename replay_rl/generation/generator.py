@@ -1,0 +1,103 @@
+"""Generator: a Ray actor that loops prompts → G completions → rewards → group advantages → rollouts → insert,
+and picks up newly published weights between backend calls. It knows only the backend protocol, the task, the
+replay client and the weight subscriber."""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+
+import numpy as np
+import ray
+import torch
+
+from replay_rl.config import RunConfig
+from replay_rl.evaluation import encode_prompts
+from replay_rl.generation.backend import make_backend, sampling_params
+from replay_rl.models import load_tokenizer
+from replay_rl.replay.client import ReplayClient
+from replay_rl.rollout import Rollout, RolloutBatch, group_advantages
+from replay_rl.sync.object_store import ObjectStoreSubscriber
+from replay_rl.tasks import checked_reward, make_task
+
+
+@dataclass(frozen=True)
+class GeneratorStats:
+    generator_id: int
+    rollouts: int         # unique rollouts produced (this generator's share of K_inf)
+    tokens: int           # completion tokens generated
+    busy_s: float         # seconds inside backend.generate
+    wall_s: float         # seconds since the loop started
+    version: int          # weights version loaded now
+    weight_loads: int
+    weight_load_s: float  # seconds spent fetching + loading weights
+
+
+class GeneratorImpl:
+    def __init__(self, cfg: RunConfig, generator_id: int, model_path: str, shards: list, board) -> None:
+        torch.set_num_threads(1)  # several roles share few cores; one thread each avoids oversubscription
+        torch.manual_seed(cfg.run.seed * 7919 + generator_id)
+        self.cfg, self.id = cfg, generator_id
+        self.backend = make_backend(cfg.generation, cfg.model, model_path)
+        self.tokenizer = load_tokenizer(model_path)
+        self.task = make_task(cfg.task, cfg.run.seed)
+        self.client = ReplayClient(shards)
+        self.weights = ObjectStoreSubscriber(board)
+        self.rng = np.random.default_rng([cfg.run.seed, generator_id])
+        self.params = sampling_params(cfg.generation)
+        self._stop = False
+        self._groups = self._rollouts = self._loads = 0
+        self._busy = self._load_s = 0.0
+        self._t0 = time.perf_counter()
+
+    def refresh_weights(self) -> int:
+        """Load the latest published weights if they are newer than ours; returns the version loaded."""
+        handle = self.weights.latest()
+        if handle is not None and handle.version > self.backend.version:
+            t0 = time.perf_counter()
+            self.backend.load_weights(self.weights.fetch(handle), handle.version)
+            self._loads += 1
+            self._load_s += time.perf_counter() - t0
+        return self.backend.version
+
+    def generate_once(self) -> int:
+        """One backend call: prompts_per_call groups of G rollouts, scored and inserted. Returns rollouts made."""
+        self.refresh_weights()
+        problems = self.task.sample_train(self.cfg.generation.prompts_per_call, self.rng)
+        prompts = encode_prompts(self.tokenizer, problems)
+        t0 = time.perf_counter()
+        version_before = self.backend.version
+        groups = self.backend.generate(prompts, self.params)
+        self._busy += time.perf_counter() - t0
+        rollouts = []
+        for problem, prompt, group in zip(problems, prompts, groups):
+            rewards = np.array([checked_reward(self.task, problem, self.tokenizer.decode(c.token_ids,
+                                skip_special_tokens=True)) for c in group])
+            adv, base = group_advantages(rewards), float(rewards.mean())
+            gid = self.id * 10**9 + self._groups
+            self._groups += 1
+            for c, r, a in zip(group, rewards, adv):
+                rollouts.append(Rollout(prompt, c.token_ids, c.logprobs, float(r), float(a), base,
+                                        bool(r >= self.task.correct_threshold), gid, min(version_before, c.version),
+                                        c.version, version_before, self.id, c.finish))
+        self.client.insert(RolloutBatch.from_rollouts(rollouts))
+        self._rollouts += len(rollouts)
+        return len(rollouts)
+
+    def run(self) -> GeneratorStats:
+        """Generate until stop(); the driver holds this call's ref and re-raises if it fails."""
+        while not self._stop:
+            self.generate_once()
+        self.client.flush()
+        return self.stats()
+
+    def stop(self) -> None:
+        self._stop = True
+
+    def stats(self) -> GeneratorStats:
+        return GeneratorStats(self.id, self._rollouts, self.backend.tokens_generated(), self._busy,
+                              time.perf_counter() - self._t0, self.backend.version, self._loads, self._load_s)
+
+
+# max_concurrency=2: stats() and stop() are served while run() loops in the other thread
+Generator = ray.remote(max_concurrency=2, max_restarts=0)(GeneratorImpl)

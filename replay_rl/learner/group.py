@@ -1,0 +1,52 @@
+"""LearnerGroup: T LearnerRank actors in one placement group, one rendezvous, fan-out calls."""
+
+from __future__ import annotations
+
+import numpy as np
+import ray
+from ray.util.placement_group import placement_group
+from ray.util.scheduling_strategies import PlacementGroupSchedulingStrategy
+
+from replay_rl.config import RunConfig
+from replay_rl.learner.worker import LearnerRank
+
+
+class LearnerGroup:
+    def __init__(self, cfg: RunConfig, model_path: str, shards: list, board) -> None:
+        c = cfg.cluster
+        bundle = {"CPU": c.cpus_per_actor} | ({"GPU": c.gpus_per_learner} if c.gpus_per_learner else {})
+        self.pg = placement_group([bundle] * c.learners, strategy="PACK")
+        ray.get(self.pg.ready(), timeout=600)
+        self.ranks = [
+            LearnerRank.options(num_cpus=c.cpus_per_actor, num_gpus=c.gpus_per_learner,
+                                scheduling_strategy=PlacementGroupSchedulingStrategy(self.pg, i)).remote(
+                cfg, i, model_path, shards[i], board)
+            for i in range(c.learners)]
+        addr, port = ray.get(self.ranks[0].address.remote())
+        ray.get([r.setup.remote(addr, port) for r in self.ranks])
+
+    def step(self, consumer_version: int) -> dict[str, float]:
+        """One optimizer step of the whole group; metrics averaged over ranks (max for *_max)."""
+        per_rank = ray.get([r.step.remote(consumer_version) for r in self.ranks])
+        return {k: float(np.max([m[k] for m in per_rank]) if k.endswith("_max") else np.mean([m[k] for m in per_rank]))
+                for k in per_rank[0]}
+
+    def publish(self, version: int) -> dict[str, float]:
+        return ray.get([r.publish.remote(version) for r in self.ranks])[0]
+
+    def full_state(self):
+        return ray.get([r.full_state.remote() for r in self.ranks])
+
+    def train_on(self, batches: list) -> list[dict[str, float]]:
+        return ray.get([r.train_on.remote(b) for r, b in zip(self.ranks, batches)])
+
+    def save(self, path: str, tag: str) -> None:
+        ray.get([r.save.remote(path, tag) for r in self.ranks])
+
+    def load(self, path: str, tag: str) -> None:
+        ray.get([r.load.remote(path, tag) for r in self.ranks])
+
+    def shutdown(self) -> None:
+        for r in self.ranks:
+            ray.kill(r)
+        ray.util.remove_placement_group(self.pg)

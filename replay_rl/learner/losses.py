@@ -1,0 +1,74 @@
+"""Policy losses: pure tensor functions, unit-tested against hand-computed values.
+
+Aggregation (the paper leaves it open): every loss is a token-mean over the completion tokens of a rank's
+sub-batch (DAPO-style, long completions weigh more); DeepSpeed then averages gradients over learner ranks.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+
+from replay_rl.config import AsymreLossConfig, GrpoLossConfig
+
+
+@dataclass
+class LearnerInputs:
+    """A sub-batch ready for the model. B rollouts, L = longest prompt+completion; positions are *targets*:
+    column j holds the token at j+1 predicted from the prefix up to j."""
+
+    input_ids: torch.Tensor       # (B, L) long, right-padded
+    attention_mask: torch.Tensor  # (B, L) long
+    loss_mask: torch.Tensor       # (B, L−1) float: 1 where the target is a completion token
+    old_logprobs: torch.Tensor    # (B, L−1) float: behaviour log-probs at those targets, 0 elsewhere
+    advantages: torch.Tensor      # (B,) group advantage (frozen at generation)
+    rewards: torch.Tensor         # (B,)
+    baselines: torch.Tensor       # (B,) group mean reward (frozen at generation)
+
+
+def token_logprobs(logits: torch.Tensor, input_ids: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """(B, L, V) logits → (B, L−1) log π(target) and (B, L−1) entropy (no grad) of each predicting position."""
+    logp_all = torch.log_softmax(logits[:, :-1].float(), dim=-1)
+    logp = logp_all.gather(-1, input_ids[:, 1:].unsqueeze(-1)).squeeze(-1)
+    with torch.no_grad():
+        entropy = -(logp_all.exp() * logp_all).sum(-1)
+    return logp, entropy
+
+
+def _masked_mean(x: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+    return (x * mask).sum() / mask.sum().clamp(min=1)
+
+
+def grpo_loss(cfg: GrpoLossConfig, logp: torch.Tensor, inp: LearnerInputs) -> tuple[torch.Tensor, dict[str, float]]:
+    """−token-mean of min(ρ·A, clip(ρ, 1−ε_low, 1+ε_high)·A), ρ = π_θ(token) / π_behaviour(token); no KL."""
+    m = inp.loss_mask
+    ratio = torch.exp(logp - inp.old_logprobs) * m + (1 - m)  # padding positions: ratio 1, masked out anyway
+    adv = inp.advantages[:, None]                             # (B, 1) broadcast over tokens
+    unclipped = ratio * adv
+    clipped = torch.clamp(ratio, 1 - cfg.eps_low, 1 + cfg.eps_high) * adv
+    loss = -_masked_mean(torch.minimum(unclipped, clipped), m)
+    with torch.no_grad():
+        is_clipped = (clipped < unclipped).float()            # the clip is the active branch of the min
+        stats = {"clip_fraction": _masked_mean(is_clipped, m).item(), "ratio_mean": _masked_mean(ratio, m).item(),
+                 "ratio_max": (ratio * m).max().item()}
+    return loss, stats
+
+
+def asymre_loss(cfg: AsymreLossConfig, logp: torch.Tensor, inp: LearnerInputs) -> tuple[torch.Tensor, dict[str, float]]:
+    """−token-mean of (r − (V̂ + δV))·log π_θ(token): REINFORCE with a shifted group baseline, no ratio."""
+    weight = (inp.rewards - (inp.baselines + cfg.baseline_shift))[:, None]
+    loss = -_masked_mean(weight * logp, inp.loss_mask)
+    with torch.no_grad():
+        ratio = torch.exp(logp - inp.old_logprobs)
+        stats = {"clip_fraction": 0.0, "ratio_mean": _masked_mean(ratio, inp.loss_mask).item(),
+                 "ratio_max": (ratio * inp.loss_mask).max().item()}
+    return loss, stats
+
+
+def make_loss(cfg: GrpoLossConfig | AsymreLossConfig):
+    match cfg.type:
+        case "grpo":
+            return lambda logp, inp: grpo_loss(cfg, logp, inp)
+        case "asymre":
+            return lambda logp, inp: asymre_loss(cfg, logp, inp)

@@ -1,0 +1,132 @@
+"""LearnerRank: one DeepSpeed ZeRO rank as a Ray actor. step() = sample own shard → loss → backward → step.
+
+All ranks form one torch.distributed group (gloo on CPU, NCCL on GPU) that the actors set up themselves, so no
+launcher is needed. Only this module imports DeepSpeed.
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+import time
+from pathlib import Path
+
+import numpy as np
+import ray
+import torch
+
+from replay_rl.config import RunConfig
+from replay_rl.learner.batching import to_learner_inputs
+from replay_rl.learner.losses import make_loss, token_logprobs
+from replay_rl.models import load_model, load_tokenizer, save_model_folder
+from replay_rl.rollout import RolloutBatch
+from replay_rl.sync.object_store import ObjectStorePublisher
+
+
+def deepspeed_config(cfg: RunConfig, on_gpu: bool) -> dict:
+    return {
+        "train_micro_batch_size_per_gpu": cfg.rank_batch_size,
+        "gradient_accumulation_steps": 1,
+        "train_batch_size": cfg.learner.batch_size,
+        "zero_optimization": {"stage": cfg.learner.zero_stage},
+        "zero_allow_untested_optimizer": True,  # torch AdamW as the client optimizer (constant LR, as in the paper)
+        "gradient_clipping": cfg.learner.grad_clip or 0.0,
+        "bf16": {"enabled": on_gpu and cfg.model.dtype == "bfloat16"},
+        "steps_per_print": 10**9,
+    }
+
+
+class LearnerRankImpl:
+    def __init__(self, cfg: RunConfig, rank: int, model_path: str, shard, board) -> None:
+        torch.set_num_threads(1)
+        self.cfg, self.rank, self.model_path, self.shard = cfg, rank, model_path, shard
+        self.publisher = ObjectStorePublisher(board)
+        self.loss_fn = make_loss(cfg.learner.loss)
+        self.pad_id = load_tokenizer(model_path).pad_token_id
+        self.busy_s = 0.0
+
+    def address(self) -> tuple[str, int]:
+        """This node's IP and a free port: rank 0's becomes the group's rendezvous."""
+        with socket.socket() as s:
+            s.bind(("", 0))
+            return ray.util.get_node_ip_address(), s.getsockname()[1]
+
+    def setup(self, master_addr: str, master_port: int) -> None:
+        on_gpu = torch.cuda.is_available() and self.cfg.cluster.gpus_per_learner > 0
+        os.environ.update(MASTER_ADDR=master_addr, MASTER_PORT=str(master_port), RANK=str(self.rank),
+                          WORLD_SIZE=str(self.cfg.cluster.learners), LOCAL_RANK="0")
+        import deepspeed
+
+        deepspeed.init_distributed(dist_backend="nccl" if on_gpu else "gloo")
+        torch.manual_seed(self.cfg.run.seed)
+        model = load_model(self.model_path, "float32")  # fp32 master weights; bf16 compute via DeepSpeed on GPU
+        opt = torch.optim.AdamW(model.parameters(), lr=self.cfg.learner.lr, betas=self.cfg.learner.betas,
+                                weight_decay=self.cfg.learner.weight_decay)
+        self.engine, *_ = deepspeed.initialize(model=model, optimizer=opt, config=deepspeed_config(self.cfg, on_gpu))
+        self.device = self.engine.device
+
+    # ------------------------------------------------------------------ training
+    def step(self, consumer_version: int) -> dict[str, float]:
+        """Sample this rank's sub-batch from its own shard and take one optimizer step (all ranks together)."""
+        t0 = time.perf_counter()
+        batch, info = ray.get(self.shard.sample.remote(self.cfg.rank_batch_size, consumer_version))
+        wait = time.perf_counter() - t0
+        metrics = self.train_on(batch)
+        return metrics | {"sample_wait_s": wait, "age_mean": float(info.ages.mean()), "age_max": float(info.ages.max()),
+                          "reuse_mean": float(info.reuse.mean()), "reward_mean": float(batch.reward.mean()),
+                          "completion_len": float(np.diff(batch.completion_offsets).mean())}
+
+    def train_on(self, batch: RolloutBatch) -> dict[str, float]:
+        t0 = time.perf_counter()
+        self.engine.train()
+        inp = to_learner_inputs(batch, self.pad_id, self.device)
+        logits = self.engine(input_ids=inp.input_ids, attention_mask=inp.attention_mask).logits
+        logp, entropy = token_logprobs(logits, inp.input_ids)
+        loss, stats = self.loss_fn(logp, inp)
+        self.engine.backward(loss)
+        self.engine.step()
+        mask = inp.loss_mask
+        self.busy_s += time.perf_counter() - t0
+        grad_norm = self.engine.get_global_grad_norm()
+        return stats | {"loss": loss.item(), "entropy": ((entropy * mask).sum() / mask.sum()).item(),
+                        "grad_norm": float(grad_norm) if grad_norm is not None else float("nan"),
+                        "learner_busy_s": self.busy_s}
+
+    # ------------------------------------------------------------------ weights
+    def full_state(self) -> dict[str, torch.Tensor]:
+        """Full parameters, gathered across ZeRO partitions (a collective: every rank must call it)."""
+        module = self.engine.module
+        params = list(module.parameters())
+        if self.cfg.learner.zero_stage == 3:
+            import deepspeed
+
+            with deepspeed.zero.GatheredParameters(params):
+                return {n: p.detach().to("cpu", copy=True) for n, p in module.named_parameters()}
+        return {n: p.detach().to("cpu", copy=True) for n, p in module.named_parameters()}
+
+    def publish(self, version: int):
+        """Every rank joins the gather; rank 0 publishes and returns (version, nbytes, seconds)."""
+        t0 = time.perf_counter()
+        state = self.full_state()
+        if self.rank != 0:
+            return None
+        handle = self.publisher.publish(state.items(), version)
+        return {"version": handle.version, "sync_bytes": handle.nbytes, "sync_s": time.perf_counter() - t0}
+
+    # ------------------------------------------------------------------ checkpoints
+    def save(self, path: str, tag: str) -> None:
+        """DeepSpeed engine state (weights + optimizer) on all ranks; rank 0 also writes an HF model folder."""
+        self.engine.save_checkpoint(path, tag=tag)
+        state = self.full_state()
+        if self.rank == 0:
+            model = load_model(self.model_path, "float32")
+            model.load_state_dict(state, strict=False)
+            save_model_folder(model, load_tokenizer(self.model_path), Path(path) / "hf_model")
+
+    def load(self, path: str, tag: str) -> None:
+        load_path, _ = self.engine.load_checkpoint(path, tag=tag)
+        if load_path is None:
+            raise FileNotFoundError(f"run.resume_from={path}: no DeepSpeed checkpoint with tag {tag!r}")
+
+
+LearnerRank = ray.remote(max_restarts=0)(LearnerRankImpl)

@@ -1,0 +1,38 @@
+"""Metrics sink: one JSON line per record in <output_dir>/metrics.jsonl, mirrored to TensorBoard when installed."""
+
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+
+
+class MetricsSink:
+    def __init__(self, output_dir: str | Path) -> None:
+        self.dir = Path(output_dir)
+        self.dir.mkdir(parents=True, exist_ok=True)
+        self._file = (self.dir / "metrics.jsonl").open("a")
+        try:
+            from torch.utils.tensorboard import SummaryWriter
+            self._tb = SummaryWriter(str(self.dir / "tb"))
+        except ImportError:  # tensorboard is an optional extra
+            self._tb = None
+
+    def log(self, step: int, kind: str, values: dict[str, float]) -> None:
+        clean = {k: (None if isinstance(v, float) and not math.isfinite(v) else v) for k, v in values.items()}
+        self._file.write(json.dumps({"step": step, "kind": kind, **clean}) + "\n")
+        self._file.flush()
+        if self._tb is not None:
+            for k, v in clean.items():
+                if isinstance(v, (int, float)) and v is not None:
+                    self._tb.add_scalar(f"{kind}/{k}", v, step)
+
+    def close(self) -> None:
+        self._file.close()
+        if self._tb is not None:
+            self._tb.close()
+
+
+def read_metrics(path: str | Path, kind: str | None = None) -> list[dict]:
+    rows = [json.loads(line) for line in Path(path).read_text().splitlines() if line.strip()]
+    return [r for r in rows if kind is None or r["kind"] == kind]

@@ -1,0 +1,57 @@
+"""Losses against hand-computed values on a 2-rollout batch."""
+
+import math
+
+import numpy as np
+import pytest
+import torch
+
+from replay_rl.config import AsymreLossConfig, GrpoLossConfig
+from replay_rl.learner.batching import to_learner_inputs
+from replay_rl.learner.losses import LearnerInputs, asymre_loss, grpo_loss
+from replay_rl.rollout import Rollout, RolloutBatch
+
+
+def inputs(old, adv, rewards=(1.0, 0.0), baselines=(0.5, 0.5)):
+    # two rollouts, two target positions each, all completion tokens
+    return LearnerInputs(torch.zeros(2, 3, dtype=torch.long), torch.ones(2, 3, dtype=torch.long),
+                         torch.ones(2, 2), torch.tensor(old), torch.tensor(adv), torch.tensor(rewards),
+                         torch.tensor(baselines))
+
+
+def test_grpo_matches_hand_values():
+    old = [[math.log(0.5), math.log(0.5)], [math.log(0.5), math.log(0.5)]]
+    new = torch.tensor([[math.log(0.8), math.log(0.5)], [math.log(0.3), math.log(0.6)]])
+    # ratios: [1.6, 1.0], [0.6, 1.2]; A = [+1, −1]
+    # row 0: min(1.6, 1.2)=1.2, min(1, 1)=1 ; row 1: min(−0.6, −0.8)=−0.8, min(−1.2, −1.2)=−1.2
+    loss, st = grpo_loss(GrpoLossConfig(), new, inputs(old, [1.0, -1.0]))
+    assert loss.item() == pytest.approx(-(1.2 + 1.0 - 0.8 - 1.2) / 4, abs=1e-6)
+    assert st["clip_fraction"] == pytest.approx(2 / 4)   # 1.6 with A>0 and 0.6 with A<0 are clipped
+    assert st["ratio_mean"] == pytest.approx((1.6 + 1.0 + 0.6 + 1.2) / 4, abs=1e-6)
+
+
+def test_grpo_ratio_is_one_and_nothing_clips_on_fresh_data():
+    old = torch.log(torch.tensor([[0.2, 0.7], [0.9, 0.4]]))
+    loss, st = grpo_loss(GrpoLossConfig(), old.clone().requires_grad_(), inputs(old.tolist(), [0.5, -2.0]))
+    assert st["ratio_mean"] == 1.0 and st["clip_fraction"] == 0.0
+    assert loss.item() == pytest.approx(-(0.5 * 2 - 2.0 * 2) / 4)
+
+
+def test_asymre_matches_hand_values():
+    logp = torch.log(torch.tensor([[0.5, 0.25], [0.5, 0.5]]))
+    loss, st = asymre_loss(AsymreLossConfig(baseline_shift=-0.1), logp, inputs(logp.tolist(), [0.0, 0.0]))
+    # weights: r − (V̂ + δV) = 1 − 0.4 = 0.6 and 0 − 0.4 = −0.4
+    want = -(0.6 * (math.log(0.5) + math.log(0.25)) - 0.4 * (2 * math.log(0.5))) / 4
+    assert loss.item() == pytest.approx(want, abs=1e-6) and st["clip_fraction"] == 0.0
+
+
+def test_batching_aligns_targets_with_completion_tokens():
+    r = Rollout(np.array([5, 6], np.int32), np.array([7, 8, 1], np.int32), np.array([-0.1, -0.2, -0.3], np.float32),
+                1.0, 0.5, 0.25, True, 0, 0, 0, 0, 0, 0)
+    short = Rollout(np.array([5], np.int32), np.array([9], np.int32), np.array([-0.4], np.float32),
+                    0.0, -0.5, 0.25, False, 0, 0, 0, 0, 0, 0)
+    inp = to_learner_inputs(RolloutBatch.from_rollouts([r, short]), pad_id=0)
+    assert inp.input_ids.tolist() == [[5, 6, 7, 8, 1], [5, 9, 0, 0, 0]]
+    assert inp.loss_mask.tolist() == [[0, 1, 1, 1], [1, 0, 0, 0]]
+    assert np.allclose(inp.old_logprobs.numpy(), [[0, -0.1, -0.2, -0.3], [-0.4, 0, 0, 0]])
+    assert inp.baselines.tolist() == [0.25, 0.25]
