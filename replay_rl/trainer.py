@@ -130,6 +130,7 @@ def train(cfg: RunConfig, progress=None) -> dict:
         t0 = time.perf_counter() - ledger.wall_s
         roles.start_generators()
         record: dict = {}
+        step = start
         for step in range(start + 1, cfg.run.steps + 1):
             metrics = roles.learners.step(consumer_version=step - 1)          # sample → loss → optimizer step
             sync = roles.learners.publish(version=step) if step % cfg.sync.every_steps == 0 else None

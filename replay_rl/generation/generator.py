@@ -84,6 +84,10 @@ class GeneratorImpl:
         self._rollouts += len(rollouts)
         return len(rollouts)
 
+    def backend_generate(self, prompts, params):
+        """Direct access to the backend (tests and debugging); the loop does not use it."""
+        return self.backend.generate(prompts, params)
+
     def run(self) -> GeneratorStats:
         """Generate until stop(); the driver holds this call's ref and re-raises if it fails."""
         while not self._stop:
