@@ -93,5 +93,27 @@ def train(config: Optional[Path] = ConfigOpt, set_: Optional[List[str]] = SetOpt
                                                  "k_inf", "k_train", "mu", "gamma", "replay_ratio") if k in final}))
 
 
+@app.command()
+def plan(mu: float = typer.Option(..., help="measured μ = cost to generate a batch / cost to train on it"),
+         alpha: float = typer.Option(0.25, help="variance growth exponent α of σ(x) ∝ x^α"),
+         rho: float = typer.Option(0.1, help="sample–iterate correlation ρ in [0, 1]"),
+         batch_size: Optional[int] = typer.Option(None, help="B: rollouts per optimizer step"),
+         w_t: Optional[str] = typer.Option(None, "--w-t", help="generator/learner split, e.g. 5/3 or 1.67")) -> None:
+    """Theorem 4.5: optimal staleness horizon x* = N/R, replay ratio y* = B/R, and the recommended N."""
+    from dataclasses import asdict
+
+    from replay_rl.theory import plan as solve
+
+    ratio = None
+    if w_t is not None:
+        num, _, den = w_t.partition("/")
+        ratio = float(num) / float(den or 1)
+    try:
+        typer.echo(json.dumps(asdict(solve(mu, alpha, rho, batch_size, ratio))))
+    except ValueError as e:
+        typer.echo(f"plan: {e}", err=True)
+        raise typer.Exit(2) from None
+
+
 if __name__ == "__main__":
     app()

