@@ -67,7 +67,7 @@ def main() -> None:
     ap.add_argument("--seconds", type=float, default=3.0)
     ap.add_argument("--batch", type=int, default=256, help="rollouts per insert call")
     args = ap.parse_args()
-    ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False)
+    ray.init(address="local", num_cpus=2, include_dashboard=False, log_to_driver=False)
     results = [bench(n, args.seconds, args.batch) for n in (1, 2, 4)]
     print(json.dumps({"benchmark": "buffer_throughput", "completion_tokens": 256, "batch": args.batch,
                       "results": results}, indent=2))

@@ -4,7 +4,8 @@
 
 The config is validated here first (a bad one fails in one line before anything is sent). The repository is
 uploaded as the job's working_dir, so every actor imports this checkout's replay_rl. Ray 2.60 has token auth on:
-the token comes from RAY_AUTH_TOKEN or ~/.ray/auth_token (`ray get-auth-token` prints it on the head).
+the token comes from RAY_AUTH_TOKEN or ~/.ray/auth_token (`ray get-auth-token` prints it on the head), and the CLI
+only sends it with RAY_AUTH_MODE=token, which this script sets unless you set it yourself.
 Metrics and checkpoints go to run.output_dir *on the node that runs the driver* (the head): give an absolute path
 on a shared filesystem for multi-node runs.
 """
@@ -13,6 +14,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -27,7 +29,8 @@ EXCLUDES = [".git", ".venv", "venv", "runs", "**/__pycache__", "*.egg-info"]
 
 def runtime_env(pip: list[str], env: dict[str, str]) -> dict:
     out = {"working_dir": str(ROOT), "excludes": EXCLUDES,
-           "env_vars": {"HF_HUB_OFFLINE": "1", "HF_HUB_DISABLE_PROGRESS_BARS": "1", **env}}
+           "env_vars": {"HF_HUB_OFFLINE": "1", "HF_HUB_DISABLE_PROGRESS_BARS": "1", "TOKENIZERS_PARALLELISM": "false",
+                        **env}}
     if pip:
         out["pip"] = pip
     return out
@@ -65,7 +68,9 @@ def main(argv: list[str] | None = None) -> int:
     except ConfigError as e:
         print(f"submit: {e}", file=sys.stderr)
         return 2
-    proc = subprocess.run(build_command(args), capture_output=True, text=True)
+    # the CLI sends the token only in token mode; it reads RAY_AUTH_TOKEN, RAY_AUTH_TOKEN_PATH or ~/.ray/auth_token
+    env = {"RAY_AUTH_MODE": "token", **os.environ}
+    proc = subprocess.run(build_command(args), capture_output=True, text=True, env=env)
     sys.stdout.write(proc.stdout)
     if proc.returncode != 0:
         # surface the one line that says why (the job's own error, or the CLI's), not a wall of log

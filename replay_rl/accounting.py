@@ -46,4 +46,4 @@ class ComputeLedger:
                 "gamma": self.gamma, "active_s": self.active_s, "generator_busy_s": self.generator_busy_s,
                 "generator_idle_s": idle(self.generator_busy_s, w), "learner_busy_s": self.learner_busy_s,
                 "learner_idle_s": idle(self.learner_busy_s, t), "wall_s": self.wall_s, "sync_s": self.sync_s,
-                "sync_bytes": self.sync_bytes}
+                "sync_bytes": self.sync_bytes, **self.extra}

@@ -207,8 +207,12 @@ class ObjectStoreSyncConfig(_SyncCommon):
 
 
 class NcclSyncConfig(_SyncCommon):
+    """Broadcast group learner rank 0 → generators (OpenRLHF-style). backend=gloo runs the same path on CPU."""
+
     type: Literal["nccl"] = "nccl"
-    master_port: int = Field(29611, ge=1024, le=65535)
+    backend: Literal["nccl", "gloo"] = "nccl"
+    timeout_s: float = Field(600.0, gt=0)
+    """A generator that does not join a broadcast within this long fails the run instead of hanging it."""
 
 
 SyncConfig = Annotated[Union[ObjectStoreSyncConfig, NcclSyncConfig], Field(discriminator="type")]
@@ -284,6 +288,9 @@ class RunConfig(_Section):
             if need > c.total_gpus:
                 raise ValueError(f"cluster: W={c.generators}×{c.gpus_per_generator} + T={c.learners}×"
                                  f"{c.gpus_per_learner} = {need:g} GPUs does not fit cluster.total_gpus={c.total_gpus}")
+        if self.sync.type == "nccl" and self.replay.rate_limit is not None:
+            # a generator blocked in a rate-limited insert cannot join the broadcast rank 0 is waiting in
+            raise ValueError("sync: type=nccl with replay.rate_limit can deadlock; use sync.type=object_store")
         if self.generation.backend.type == "vllm" and c.gpus_per_generator not in (0, 1):
             raise ValueError("cluster.gpus_per_generator: the vllm backend runs one engine per GPU; use 1 (or 0 on CPU)")
         return self

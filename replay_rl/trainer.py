@@ -31,6 +31,7 @@ class Roles:
     cfg: RunConfig
     replay: ReplayClient
     board: object
+    eval_board: object
     learners: LearnerGroup
     generators: list
     evaluator: object
@@ -45,12 +46,18 @@ class Roles:
             ray.get(done)  # re-raises the generator's exception in the driver
             raise RuntimeError("a generator stopped on its own; see its log")
 
+    def evaluate(self, step: int) -> dict[str, float]:
+        """Publish the current weights to the evaluator's own board, then score them on the eval split."""
+        self.learners.publish(version=step, for_eval=True)
+        return {f"eval/{k}": v for k, v in ray.get(self.evaluator.evaluate_latest.remote()).items()}
+
     def update(self, ledger: ComputeLedger, learner: dict[str, float], sync: dict[str, float] | None) -> None:
         gens = ray.get([g.stats.remote() for g in self.generators])
         ledger.k_inf = self.replay.stats().inserts
         ledger.k_train += self.cfg.learner.batch_size
         ledger.tokens = sum(g.tokens for g in gens)
         ledger.generator_busy_s = sum(g.busy_s for g in gens)
+        ledger.extra["generator_version_min"] = min(g.version for g in gens)  # how far behind the slowest one is
         ledger.learner_busy_s = learner["learner_busy_s"] * self.cfg.cluster.learners
         if sync:
             ledger.sync_s += sync["sync_s"]
@@ -77,7 +84,7 @@ class Roles:
             g.stop.remote()
         if self.runs:
             ray.wait(self.runs, num_returns=len(self.runs), timeout=30)
-        for actor in [*self.generators, self.evaluator, self.board, *self.replay.shards]:
+        for actor in [*self.generators, self.evaluator, self.board, self.eval_board, *self.replay.shards]:
             ray.kill(actor)
         self.learners.shutdown()
 
@@ -87,10 +94,12 @@ def connect(cfg: RunConfig) -> bool:
     Returns True when this process started Ray and must shut it down."""
     if ray.is_initialized():
         return False
-    env = {"env_vars": {"HF_HUB_OFFLINE": "1", "HF_HUB_DISABLE_PROGRESS_BARS": "1", "TOKENIZERS_PARALLELISM": "false"}}
     local = cfg.cluster.address is None and "RAY_ADDRESS" not in os.environ
-    ray.init(address=cfg.cluster.address, runtime_env=env, include_dashboard=False, log_to_driver=False,
-             **({"num_cpus": max(2, os.cpu_count() or 2)} if local else {}))
+    # a submitted job already carries its runtime_env (cluster/submit.py); only a local cluster gets ours
+    env = {"env_vars": {"HF_HUB_OFFLINE": "1", "HF_HUB_DISABLE_PROGRESS_BARS": "1", "TOKENIZERS_PARALLELISM": "false"}}
+    # address="local" always starts a fresh cluster, never one that another process left running here
+    ray.init(address="local" if local else cfg.cluster.address, include_dashboard=False, log_to_driver=False,
+             **({"num_cpus": max(2, os.cpu_count() or 2), "runtime_env": env} if local else {}))
     check_fits(cfg, ray.cluster_resources())
     return local
 
@@ -108,12 +117,17 @@ def check_fits(cfg: RunConfig, resources: dict[str, float]) -> None:
 def build(cfg: RunConfig, model_path: str) -> Roles:
     c = cfg.cluster
     shards = create_shards(cfg)
-    board = WeightBoard.remote()
-    learners = LearnerGroup(cfg, model_path, shards, board)
+    board, eval_board = WeightBoard.remote(), WeightBoard.remote()
+    learners = LearnerGroup(cfg, model_path, shards, board, eval_board)
     generators = [Generator.options(num_cpus=c.cpus_per_actor, num_gpus=c.gpus_per_generator).remote(
         cfg, i, model_path, shards, board) for i in range(c.generators)]
-    evaluator = Evaluator.options(num_cpus=0).remote(cfg, model_path, board)
-    return Roles(cfg, ReplayClient(shards), board, learners, generators, evaluator)
+    if cfg.sync.type == "nccl":  # rank 0 of the learners + every generator form one broadcast group
+        host, port = ray.get(learners.ranks[0].address.remote())
+        world = c.generators + 1
+        ray.get([learners.ranks[0].join_weight_group.remote(host, port, world),
+                 *[g.join_weight_group.remote(host, port, i + 1, world) for i, g in enumerate(generators)]])
+    evaluator = Evaluator.options(num_cpus=0).remote(cfg, model_path, eval_board)
+    return Roles(cfg, ReplayClient(shards), board, eval_board, learners, generators, evaluator)
 
 
 def train(cfg: RunConfig, progress=None) -> dict:
@@ -121,8 +135,8 @@ def train(cfg: RunConfig, progress=None) -> dict:
     out = Path(cfg.run.output_dir)
     out.mkdir(parents=True, exist_ok=True)
     cfg.dump_json(out / "config.json")
+    owns_ray = connect(cfg)  # first: a cluster too small for W/T fails before any model work
     model_path = str(ensure_model(cfg).resolve())
-    owns_ray = connect(cfg)
     sink, ledger = MetricsSink(out), ComputeLedger(cfg.cluster.generators, cfg.cluster.learners)
     roles = build(cfg, model_path)
     try:
@@ -140,7 +154,7 @@ def train(cfg: RunConfig, progress=None) -> dict:
             record = {**metrics, **roles.replay.stats().summary(), **ledger.summary(), **(sync or {})}
             sink.log(step, "train", record)
             if step % cfg.run.eval_every == 0 or step == cfg.run.steps:
-                record |= {f"eval/{k}": v for k, v in ray.get(roles.evaluator.evaluate_latest.remote()).items()}
+                record |= roles.evaluate(step)
                 sink.log(step, "eval", {k: v for k, v in record.items() if k.startswith("eval/")} | ledger.summary())
             if cfg.run.checkpoint_every and step % cfg.run.checkpoint_every == 0:
                 roles.checkpoint(out, step, ledger)

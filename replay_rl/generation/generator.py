@@ -17,6 +17,7 @@ from replay_rl.generation.backend import make_backend, sampling_params
 from replay_rl.models import load_tokenizer
 from replay_rl.replay.client import ReplayClient
 from replay_rl.rollout import Rollout, RolloutBatch, group_advantages
+from replay_rl.sync.collective import BroadcastGroup, CollectiveSubscriber
 from replay_rl.sync.object_store import ObjectStoreSubscriber
 from replay_rl.tasks import checked_reward, make_task
 
@@ -42,13 +43,20 @@ class GeneratorImpl:
         self.tokenizer = load_tokenizer(model_path)
         self.task = make_task(cfg.task, cfg.run.seed)
         self.client = ReplayClient(shards)
-        self.weights = ObjectStoreSubscriber(board)
+        self.board = board
+        self.weights: ObjectStoreSubscriber | CollectiveSubscriber = ObjectStoreSubscriber(board)
         self.rng = np.random.default_rng([cfg.run.seed, generator_id])
         self.params = sampling_params(cfg.generation)
         self._stop = False
         self._groups = self._rollouts = self._loads = 0
         self._busy = self._load_s = 0.0
         self._t0 = time.perf_counter()
+
+    def join_weight_group(self, host: str, port: int, rank: int, world_size: int) -> None:
+        """Receive weights by broadcast from learner rank 0 instead of the object store (sync.type=nccl)."""
+        s = self.cfg.sync
+        self.weights = CollectiveSubscriber(self.board, BroadcastGroup(host, port, rank, world_size, s.backend,
+                                                                        s.timeout_s))
 
     def refresh_weights(self) -> int:
         """Load the latest published weights if they are newer than ours; returns the version loaded."""

@@ -12,7 +12,7 @@ from replay_rl.learner.worker import LearnerRank
 
 
 class LearnerGroup:
-    def __init__(self, cfg: RunConfig, model_path: str, shards: list, board) -> None:
+    def __init__(self, cfg: RunConfig, model_path: str, shards: list, board, eval_board) -> None:
         c = cfg.cluster
         bundle = {"CPU": c.cpus_per_actor} | ({"GPU": c.gpus_per_learner} if c.gpus_per_learner else {})
         self.pg = placement_group([bundle] * c.learners, strategy="PACK")
@@ -20,7 +20,7 @@ class LearnerGroup:
         self.ranks = [
             LearnerRank.options(num_cpus=c.cpus_per_actor, num_gpus=c.gpus_per_learner,
                                 scheduling_strategy=PlacementGroupSchedulingStrategy(self.pg, i)).remote(
-                cfg, i, model_path, shards[i], board)
+                cfg, i, model_path, shards[i], board, eval_board)
             for i in range(c.learners)]
         addr, port = ray.get(self.ranks[0].address.remote())
         ray.get([r.setup.remote(addr, port) for r in self.ranks])
@@ -31,8 +31,8 @@ class LearnerGroup:
         return {k: float(np.max([m[k] for m in per_rank]) if k.endswith("_max") else np.mean([m[k] for m in per_rank]))
                 for k in per_rank[0]}
 
-    def publish(self, version: int) -> dict[str, float]:
-        return ray.get([r.publish.remote(version) for r in self.ranks])[0]
+    def publish(self, version: int, for_eval: bool = False) -> dict[str, float]:
+        return ray.get([r.publish.remote(version, for_eval) for r in self.ranks])[0]
 
     def full_state(self):
         return ray.get([r.full_state.remote() for r in self.ranks])

@@ -20,6 +20,7 @@ from replay_rl.learner.batching import to_learner_inputs
 from replay_rl.learner.losses import make_loss, token_logprobs
 from replay_rl.models import load_model, load_tokenizer, save_model_folder
 from replay_rl.rollout import RolloutBatch
+from replay_rl.sync.collective import BroadcastGroup, CollectivePublisher
 from replay_rl.sync.object_store import ObjectStorePublisher
 
 
@@ -37,10 +38,11 @@ def deepspeed_config(cfg: RunConfig, on_gpu: bool) -> dict:
 
 
 class LearnerRankImpl:
-    def __init__(self, cfg: RunConfig, rank: int, model_path: str, shard, board) -> None:
+    def __init__(self, cfg: RunConfig, rank: int, model_path: str, shard, board, eval_board) -> None:
         torch.set_num_threads(1)
         self.cfg, self.rank, self.model_path, self.shard = cfg, rank, model_path, shard
-        self.publisher = ObjectStorePublisher(board)
+        self.publisher: ObjectStorePublisher | CollectivePublisher = ObjectStorePublisher(board)
+        self.board, self.eval_publisher = board, ObjectStorePublisher(eval_board)
         self.loss_fn = make_loss(cfg.learner.loss)
         self.pad_id = load_tokenizer(model_path).pad_token_id
         self.busy_s = 0.0
@@ -104,13 +106,19 @@ class LearnerRankImpl:
                 return {n: p.detach().to("cpu", copy=True) for n, p in module.named_parameters()}
         return {n: p.detach().to("cpu", copy=True) for n, p in module.named_parameters()}
 
-    def publish(self, version: int):
-        """Every rank joins the gather; rank 0 publishes and returns (version, nbytes, seconds)."""
+    def join_weight_group(self, host: str, port: int, world_size: int) -> None:
+        """Rank 0 only: become rank 0 of the broadcast group to the generators (sync.type=nccl)."""
+        s = self.cfg.sync
+        self.publisher = CollectivePublisher(self.board, BroadcastGroup(host, port, 0, world_size, s.backend, s.timeout_s))
+
+    def publish(self, version: int, for_eval: bool = False):
+        """Every rank joins the gather; rank 0 publishes (to the generators, or to the evaluator's board) and
+        returns version, bytes and seconds (gather included)."""
         t0 = time.perf_counter()
         state = self.full_state()
         if self.rank != 0:
             return None
-        handle = self.publisher.publish(state.items(), version)
+        handle = (self.eval_publisher if for_eval else self.publisher).publish(state.items(), version)
         return {"version": handle.version, "sync_bytes": handle.nbytes, "sync_s": time.perf_counter() - t0}
 
     # ------------------------------------------------------------------ checkpoints

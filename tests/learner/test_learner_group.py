@@ -29,7 +29,7 @@ def system(ray_cluster, warm_model):
     path, _ = warm_model
     cfg = group_cfg(path)
     shards, board = create_shards(cfg), WeightBoard.remote()
-    group = LearnerGroup(cfg, path, shards, board)
+    group = LearnerGroup(cfg, path, shards, board, WeightBoard.remote())
     gen = Generator.options(num_cpus=0).remote(cfg, 0, path, shards, board)
     yield cfg, shards, board, group, gen
     group.shutdown()
@@ -83,7 +83,7 @@ def test_zero_stages_give_the_same_loss_trajectory(ray_cluster, warm_model):
     for stage in (0, 2, 3):
         cfg = group_cfg(path, f"learner.zero_stage={stage}")
         shards, board = create_shards(cfg), WeightBoard.remote()
-        group = LearnerGroup(cfg, path, shards, board)
+        group = LearnerGroup(cfg, path, shards, board, WeightBoard.remote())
         trajectories[stage] = [group.train_on(b)[0]["loss"] for b in batches]
         group.shutdown()
     assert np.allclose(trajectories[0], trajectories[2], rtol=1e-4, atol=1e-6), trajectories

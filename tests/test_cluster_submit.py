@@ -1,0 +1,71 @@
+"""`ray job submit` for real: a local head on loopback (token auth on, as Ray 2.60 defaults), the tiny config."""
+
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from replay_rl.metrics import read_metrics
+
+ROOT = Path(__file__).parents[1]
+pytestmark = [pytest.mark.slow, pytest.mark.ray]
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@pytest.fixture(scope="module")
+def head():
+    gcs, dash = free_port(), free_port()
+    # --block keeps the head's processes children of this one, so stopping it stops only this cluster
+    proc = subprocess.Popen(["ray", "start", "--head", "--block", f"--port={gcs}", f"--dashboard-port={dash}",
+                             "--dashboard-host=127.0.0.1", "--node-ip-address=127.0.0.1", "--num-cpus=2",
+                             "--include-dashboard=true", "--disable-usage-stats"],
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
+    address = f"http://127.0.0.1:{dash}"
+    env = {**os.environ, "RAY_AUTH_MODE": "token"}
+    for _ in range(60):
+        if subprocess.run(["ray", "job", "list", "--address", address], capture_output=True, env=env).returncode == 0:
+            break
+        time.sleep(1)
+    else:
+        proc.kill()
+        pytest.fail("local Ray head did not come up")
+    yield address
+    os.killpg(proc.pid, signal.SIGTERM)
+    proc.wait(timeout=60)
+
+
+def submit(address, *args):
+    return subprocess.run([sys.executable, str(ROOT / "cluster" / "submit.py"), "--address", address, *args],
+                          capture_output=True, text=True, timeout=900)
+
+
+def test_tiny_job_runs_to_completion_and_writes_metrics(head, warm_model, tmp_path):
+    out = tmp_path / "job"
+    proc = submit(head, "-c", "configs/tiny_cpu.yaml", "-s", f"model.path={warm_model[0]}", "-s",
+                  f"run.output_dir={out}", "-s", "run.steps=3", "-s", "run.eval_every=3", "-s", "run.eval_prompts=20")
+    assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-2000:]
+    assert "succeeded" in proc.stdout
+    assert [r["step"] for r in read_metrics(out / "metrics.jsonl", "train")] == [1, 2, 3]
+    assert read_metrics(out / "metrics.jsonl", "eval")[0]["mu"] > 0
+
+
+def test_bad_submissions_fail_with_one_clear_line(head, warm_model, tmp_path):
+    missing = submit(head, "-c", "configs/does_not_exist.yaml")
+    assert missing.returncode == 2 and missing.stderr.strip().startswith("submit: config file") \
+        and len(missing.stderr.strip().splitlines()) == 1
+    too_big = submit(head, "-c", "configs/tiny_cpu.yaml", "-s", f"model.path={warm_model[0]}", "-s",
+                     f"run.output_dir={tmp_path / 'big'}", "-s", "cluster.generators=10", "-s", "cluster.cpus_per_actor=0.5")
+    assert too_big.returncode == 1
+    assert too_big.stderr.strip() == ("submit: job failed: RuntimeError: cluster too small for W=10, T=2: needs 0 GPUs "
+                                      "and 6.5 CPUs, the Ray cluster has 0 GPUs and 2 CPUs; lower cluster.generators / "
+                                      "cluster.learners or add nodes")
