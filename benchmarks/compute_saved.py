@@ -23,9 +23,9 @@ from replay_rl.config import RunConfig
 from replay_rl.metrics import read_metrics
 
 PRESETS: dict[str, dict] = {
-    # 2-core CPU box: tiny model on 2-digit addition, W=2, T=2, ~1 min per run
+    # 2-core CPU box: tiny model on 2-digit addition, W=2, T=2, ~1 min per run, ~10 min for 3 seeds
     "tiny_cpu": {
-        "base": ["run.steps=40", "run.eval_every=10", "run.eval_prompts=100", "generation.prompts_per_call=1",
+        "base": ["run.steps=100", "run.eval_every=20", "run.eval_prompts=100", "generation.prompts_per_call=1",
                  "learner.batch_size=32", "replay.sample_timeout_s=600"],
         "configs": {
             "on_policy": ["replay.type=lifo_once", "replay.capacity=256",

@@ -33,7 +33,7 @@ class Rollout:
     finish: int                    # FINISH_STOP or FINISH_LENGTH
 
 
-_SCALARS = {  # per-rollout arrays of a batch and their dtypes
+ROW_FIELDS = {  # per-rollout arrays of a batch and their dtypes
     "reward": np.float32, "advantage": np.float32, "baseline": np.float32, "correct": np.bool_, "group_id": np.int64,
     "policy_version": np.int64, "last_version": np.int64, "created_step": np.int64,
     "generator_id": np.int32, "finish": np.int8, "times_sampled": np.int32,
@@ -67,7 +67,7 @@ class RolloutBatch:
         n = len(self.prompt_offsets) - 1
         ok = (len(self.completion_offsets) == n + 1 and self.prompt_offsets[-1] == len(self.prompt_tokens)
               and self.completion_offsets[-1] == len(self.completion_tokens) == len(self.behavior_logprobs)
-              and all(len(getattr(self, k)) == n for k in _SCALARS))
+              and all(len(getattr(self, k)) == n for k in ROW_FIELDS))
         if not ok:
             raise ValueError("RolloutBatch: array lengths violate the offsets invariant")
 
@@ -86,28 +86,12 @@ class RolloutBatch:
         ct, co = ragged([r.completion_ids for r in rollouts], np.int32)
         lp, _ = ragged([r.behavior_logprobs for r in rollouts], np.float32)
         scalars = {k: np.array([getattr(r, k) for r in rollouts] if k != "times_sampled" else [0] * len(rollouts),
-                               dtype=t) for k, t in _SCALARS.items()}
+                               dtype=t) for k, t in ROW_FIELDS.items()}
         return cls(pt, po, ct, co, lp, **scalars)
 
     @classmethod
     def empty(cls) -> "RolloutBatch":
         return cls.from_rollouts([])
-
-    @classmethod
-    def concat(cls, batches: Sequence["RolloutBatch"]) -> "RolloutBatch":
-        batches = [b for b in batches if len(b)]
-        if not batches:
-            return cls.empty()
-        def offs(name: str) -> np.ndarray:
-            parts, base = [np.zeros(1, np.int64)], 0
-            for b in batches:
-                o = getattr(b, name)
-                parts.append(o[1:] + base)
-                base += o[-1]
-            return np.concatenate(parts)
-        arrays = {f.name: np.concatenate([getattr(b, f.name) for b in batches]) for f in fields(cls)}
-        arrays["prompt_offsets"], arrays["completion_offsets"] = offs("prompt_offsets"), offs("completion_offsets")
-        return cls(**arrays)
 
     def take(self, idx: np.ndarray) -> "RolloutBatch":
         """Rows idx (any order, repeats allowed) as a new compact batch."""
@@ -123,7 +107,7 @@ class RolloutBatch:
         pt, po = gather(self.prompt_tokens, self.prompt_offsets)
         ct, co = gather(self.completion_tokens, self.completion_offsets)
         lp, _ = gather(self.behavior_logprobs, self.completion_offsets)
-        return RolloutBatch(pt, po, ct, co, lp, **{k: getattr(self, k)[idx] for k in _SCALARS})
+        return RolloutBatch(pt, po, ct, co, lp, **{k: getattr(self, k)[idx] for k in ROW_FIELDS})
 
     def with_times_sampled(self, times: np.ndarray) -> "RolloutBatch":
         arrays = {f.name: getattr(self, f.name) for f in fields(self)}

@@ -40,6 +40,17 @@ class Roles:
     def start_generators(self) -> None:
         self.runs = [g.run.remote() for g in self.generators]
 
+    def learner_step(self, consumer_version: int) -> dict[str, float]:
+        """learners.step, but a generator or a rank that dies meanwhile fails the run now, instead of leaving the
+        other ranks waiting in the allreduce or the shard until their timeouts."""
+        pending = self.learners.step_async(consumer_version)
+        while True:
+            ready, waiting = ray.wait(pending, num_returns=len(pending), timeout=1.0)
+            if not waiting:
+                return self.learners.gather_step(pending)
+            ray.get(ready)
+            self.raise_if_generator_died()
+
     def raise_if_generator_died(self) -> None:
         done, _ = ray.wait(self.runs, num_returns=len(self.runs), timeout=0)
         if done:
@@ -134,6 +145,9 @@ def train(cfg: RunConfig, progress=None) -> dict:
     """Run training; returns the final record (eval scores + ledger). progress(step, record) is called per step."""
     out = Path(cfg.run.output_dir)
     out.mkdir(parents=True, exist_ok=True)
+    if cfg.run.resume_from and not (Path(cfg.run.resume_from) / "trainer_state.json").is_file():
+        raise FileNotFoundError(f"run.resume_from={cfg.run.resume_from}: not a checkpoint (no trainer_state.json); "
+                                "pass a checkpoints/step_N folder written by a previous run")
     cfg.dump_json(out / "config.json")
     owns_ray = connect(cfg)  # first: a cluster too small for W/T fails before any model work
     model_path = str(ensure_model(cfg).resolve())
@@ -146,7 +160,7 @@ def train(cfg: RunConfig, progress=None) -> dict:
         record: dict = {}
         step = start
         for step in range(start + 1, cfg.run.steps + 1):
-            metrics = roles.learners.step(consumer_version=step - 1)          # sample → loss → optimizer step
+            metrics = roles.learner_step(consumer_version=step - 1)           # sample → loss → optimizer step
             sync = roles.learners.publish(version=step) if step % cfg.sync.every_steps == 0 else None
             roles.raise_if_generator_died()
             ledger.wall_s = time.perf_counter() - t0

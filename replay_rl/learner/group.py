@@ -27,7 +27,14 @@ class LearnerGroup:
 
     def step(self, consumer_version: int) -> dict[str, float]:
         """One optimizer step of the whole group; metrics averaged over ranks (max for *_max)."""
-        per_rank = ray.get([r.step.remote(consumer_version) for r in self.ranks])
+        return self.gather_step(self.step_async(consumer_version))
+
+    def step_async(self, consumer_version: int) -> list:
+        return [r.step.remote(consumer_version) for r in self.ranks]
+
+    @staticmethod
+    def gather_step(refs: list) -> dict[str, float]:
+        per_rank = ray.get(refs)
         return {k: float(np.max([m[k] for m in per_rank]) if k.endswith("_max") else np.mean([m[k] for m in per_rank]))
                 for k in per_rank[0]}
 

@@ -16,7 +16,7 @@ from replay_rl.config import ReplayConfig
 from replay_rl.replay.limits import RateLimiter, Unlimited
 from replay_rl.replay.retention import FifoRetention, PositiveBiasRetention, Retention
 from replay_rl.replay.selectors import Freshest, Selector, SlotMeta, make_selector
-from replay_rl.rollout import RolloutBatch
+from replay_rl.rollout import ROW_FIELDS, RolloutBatch
 
 HIST_BINS = 64  # histograms of age / reuse / steps-since-last-use: bins 0..63, the last also counts everything above
 EVICT_REASONS = ("capacity", "stale", "reuse", "consumed")
@@ -57,6 +57,12 @@ class TableStats:
         n = sum(self.age_hist)
         return float(np.dot(self.age_hist, np.arange(HIST_BINS)) / n) if n else 0.0
 
+    @property
+    def since_last_use_mean(self) -> float:
+        """Local diversity: mean learner steps between two returns of the same item."""
+        n = sum(self.since_last_use_hist)
+        return float(np.dot(self.since_last_use_hist, np.arange(HIST_BINS)) / n) if n else 0.0
+
     @classmethod
     def merge(cls, parts: list["TableStats"]) -> "TableStats":
         out = cls()
@@ -73,6 +79,7 @@ class TableStats:
     def summary(self) -> dict[str, float]:
         return {"buffer_size": self.size, "inserts": self.inserts, "samples": self.samples,
                 "replay_ratio": self.replay_ratio, "age_mean": self.age_mean, "age_max": self.age_max,
+                "since_last_use_mean": self.since_last_use_mean,
                 **{f"evicted_{r}": v for r, v in self.evictions.items()}}
 
 
@@ -98,6 +105,8 @@ class Table:
         self.meta = SlotMeta(z(bool), z(np.int64), z(np.int64), z(np.int32), z(np.float32), z(bool),
                              np.full(slots, -1, np.int64))
         self.keys, self._chunk, self._row = z(np.int64), z(np.int64), z(np.int64)
+        # per-row scalars live slot-wise too, so a sample gathers them with one fancy index per field
+        self._scalars = {k: z(dt) for k, dt in ROW_FIELDS.items() if k != "times_sampled"}
         self._free = list(range(slots - 1, -1, -1))
         self._chunks: dict[int, RolloutBatch] = {}
         self._refs: dict[int, int] = {}
@@ -152,6 +161,8 @@ class Table:
         m.advantage[slot], m.correct[slot], m.last_sampled[slot] = batch.advantage[row], batch.correct[row], -1
         self._next_seq += 1
         self.keys[slot], self._chunk[slot], self._row[slot] = key, cid, row
+        for k, arr in self._scalars.items():
+            arr[slot] = getattr(batch, k)[row]
         self._refs[cid] += 1
 
     def _remove(self, slot: int, reason: str) -> None:
@@ -198,13 +209,12 @@ class Table:
             raise RuntimeError(f"cannot sample now: {self.why_blocked(n, consumer_version)}")
         slots = np.asarray(self.selector.select(self.meta, eligible, n, self.rng), np.int64)
         m = self.meta
-        slots = slots[np.argsort(self._chunk[slots], kind="stable")]  # group rows by chunk for the gathers
         m.times_sampled[slots] += 1
         ages = consumer_version - m.policy_version[slots]
         since = np.where(m.last_sampled[slots] >= 0, consumer_version - m.last_sampled[slots], -1)
         m.last_sampled[slots] = consumer_version
         info = SampleInfo(self.keys[slots].copy(), ages, m.times_sampled[slots].copy(), since)
-        batch = self._gather(slots).with_times_sampled(m.times_sampled[slots])
+        batch = self._gather(slots)
         st = self.stats_
         st.samples += n
         st.sample_calls += 1
@@ -219,9 +229,25 @@ class Table:
         return batch, info
 
     def _gather(self, slots: np.ndarray) -> RolloutBatch:
-        chunks = self._chunk[slots]
-        parts = [self._chunks[int(c)].take(self._row[slots[chunks == c]]) for c in np.unique(chunks)]
-        return RolloutBatch.concat(parts)
+        """The items in `slots`, in that order: token slices from their chunks, scalars from the slot arrays."""
+        ragged: dict[str, list[np.ndarray]] = {"p": [], "c": [], "l": []}
+        for c, r in zip(self._chunk[slots].tolist(), self._row[slots].tolist()):
+            b = self._chunks[c]
+            ps, pe = b.prompt_offsets[r], b.prompt_offsets[r + 1]
+            cs, ce = b.completion_offsets[r], b.completion_offsets[r + 1]
+            ragged["p"].append(b.prompt_tokens[ps:pe])
+            ragged["c"].append(b.completion_tokens[cs:ce])
+            ragged["l"].append(b.behavior_logprobs[cs:ce])
+
+        def flat(parts: list[np.ndarray], dtype) -> tuple[np.ndarray, np.ndarray]:
+            offsets = np.zeros(len(parts) + 1, np.int64)
+            np.cumsum([len(x) for x in parts], out=offsets[1:])
+            return (np.concatenate(parts) if parts else np.zeros(0, dtype)), offsets
+
+        (pt, po), (ct, co) = flat(ragged["p"], np.int32), flat(ragged["c"], np.int32)
+        lp, _ = flat(ragged["l"], np.float32)
+        scalars = {k: arr[slots] for k, arr in self._scalars.items()}
+        return RolloutBatch(pt, po, ct, co, lp, **scalars, times_sampled=self.meta.times_sampled[slots].copy())
 
     def stats(self) -> TableStats:
         self.stats_.size = len(self)
@@ -232,7 +258,7 @@ class Table:
         """(arrays, json-able counters) of every live item, oldest first."""
         live = np.flatnonzero(self.meta.alive)
         live = live[np.argsort(self.meta.seq[live])]
-        arrays = {f"batch.{k}": v for k, v in self._gather_in_order(live).arrays().items()}
+        arrays = {f"batch.{k}": v for k, v in self._gather(live).arrays().items()}
         arrays |= {"meta.keys": self.keys[live], "meta.last_sampled": self.meta.last_sampled[live],
                    "meta.region": np.array([self.retention.region_of(int(s)) for s in live], np.int8)}
         st = self.stats()
@@ -240,10 +266,6 @@ class Table:
                     "limiter": [self.limiter.inserts, self.limiter.samples],
                     "rng": self.rng.bit_generator.state, "stats": {**st.__dict__}}
         return arrays, counters
-
-    def _gather_in_order(self, slots: np.ndarray) -> RolloutBatch:
-        batch = RolloutBatch.concat([self._chunks[int(self._chunk[s])].take(self._row[[s]]) for s in slots])
-        return batch.with_times_sampled(self.meta.times_sampled[slots])
 
     def load_state(self, arrays: dict[str, np.ndarray], counters: dict[str, Any]) -> None:
         """Inverse of state() on an empty Table built with the same settings."""

@@ -14,7 +14,7 @@ def ids(batch):
 
 
 def live_ids(table):
-    return sorted(int(r) for r in table._gather_in_order(np.flatnonzero(table.meta.alive)).reward)
+    return sorted(int(r) for r in table._gather(np.flatnonzero(table.meta.alive)).reward)
 
 
 def test_fifo_evicts_oldest_and_keeps_capacity():
