@@ -17,6 +17,7 @@ import json
 import os
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -24,6 +25,7 @@ sys.path.insert(0, str(ROOT))
 
 from replay_rl.config import ConfigError, RunConfig  # noqa: E402
 
+AGENT_RETRIES = 60
 EXCLUDES = [".git", ".venv", "venv", "runs", "**/__pycache__", "*.egg-info"]
 
 
@@ -70,7 +72,12 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     # the CLI sends the token only in token mode; it reads RAY_AUTH_TOKEN, RAY_AUTH_TOKEN_PATH or ~/.ray/auth_token
     env = {"RAY_AUTH_MODE": "token", **os.environ}
-    proc = subprocess.run(build_command(args), capture_output=True, text=True, env=env)
+    for attempt in range(AGENT_RETRIES):
+        proc = subprocess.run(build_command(args), capture_output=True, text=True, env=env)
+        # a freshly started head answers before its job agent is up; Ray says to try again later
+        if "No available agent to submit job" not in proc.stdout + proc.stderr:
+            break
+        time.sleep(2)
     sys.stdout.write(proc.stdout)
     if proc.returncode != 0:
         # surface the one line that says why (the job's own error, or the CLI's), not a wall of log

@@ -24,9 +24,12 @@ def free_port() -> int:
 
 @pytest.fixture(scope="module")
 def head():
-    gcs, dash = free_port(), free_port()
-    # --block keeps the head's processes children of this one, so stopping it stops only this cluster
+    gcs, dash, agent, agent_grpc, runtime_env, client = (free_port() for _ in range(6))
+    # --block keeps the head's processes children of this one, so stopping it stops only this cluster; every port
+    # is chosen here so the head never collides with the test session's own local cluster (default agent ports)
     proc = subprocess.Popen(["ray", "start", "--head", "--block", f"--port={gcs}", f"--dashboard-port={dash}",
+                             f"--dashboard-agent-listen-port={agent}", f"--dashboard-agent-grpc-port={agent_grpc}",
+                             f"--runtime-env-agent-port={runtime_env}", f"--ray-client-server-port={client}",
                              "--dashboard-host=127.0.0.1", "--node-ip-address=127.0.0.1", "--num-cpus=2",
                              "--include-dashboard=true", "--disable-usage-stats"],
                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
