@@ -22,6 +22,7 @@ from replay_rl.generation.generator import Generator
 from replay_rl.learner.group import LearnerGroup
 from replay_rl.metrics import MetricsSink
 from replay_rl.replay.client import ReplayClient, create_shards
+from replay_rl.replay.table import TableStats
 from replay_rl.sync.object_store import WeightBoard
 from replay_rl.warmstart import ensure_model
 
@@ -62,9 +63,10 @@ class Roles:
         self.learners.publish(version=step, for_eval=True)
         return {f"eval/{k}": v for k, v in ray.get(self.evaluator.evaluate_latest.remote()).items()}
 
-    def update(self, ledger: ComputeLedger, learner: dict[str, float], sync: dict[str, float] | None) -> None:
+    def update(self, ledger: ComputeLedger, replay: TableStats, learner: dict[str, float],
+               sync: dict[str, float] | None) -> None:
         gens = ray.get([g.stats.remote() for g in self.generators])
-        ledger.k_inf = self.replay.stats().inserts
+        ledger.k_inf = replay.inserts
         ledger.k_train += self.cfg.learner.batch_size
         ledger.tokens = sum(g.tokens for g in gens)
         ledger.generator_busy_s = sum(g.busy_s for g in gens)
@@ -152,8 +154,9 @@ def train(cfg: RunConfig, progress=None) -> dict:
     owns_ray = connect(cfg)  # first: a cluster too small for W/T fails before any model work
     model_path = str(ensure_model(cfg).resolve())
     sink, ledger = MetricsSink(out), ComputeLedger(cfg.cluster.generators, cfg.cluster.learners)
-    roles = build(cfg, model_path)
+    roles = None
     try:
+        roles = build(cfg, model_path)
         start = roles.resume(cfg.run.resume_from, ledger) if cfg.run.resume_from else 0
         t0 = time.perf_counter() - ledger.wall_s
         roles.start_generators()
@@ -164,8 +167,9 @@ def train(cfg: RunConfig, progress=None) -> dict:
             sync = roles.learners.publish(version=step) if step % cfg.sync.every_steps == 0 else None
             roles.raise_if_generator_died()
             ledger.wall_s = time.perf_counter() - t0
-            roles.update(ledger, metrics, sync)
-            record = {**metrics, **roles.replay.stats().summary(), **ledger.summary(), **(sync or {})}
+            replay = roles.replay.stats()
+            roles.update(ledger, replay, metrics, sync)
+            record = {**metrics, **replay.summary(), **ledger.summary(), **(sync or {})}
             sink.log(step, "train", record)
             if step % cfg.run.eval_every == 0 or step == cfg.run.steps:
                 record |= roles.evaluate(step)
@@ -178,7 +182,8 @@ def train(cfg: RunConfig, progress=None) -> dict:
                 break
         return record | {"step": step, "output_dir": str(out)}
     finally:
-        roles.shutdown()
+        if roles is not None:
+            roles.shutdown()
         sink.close()
         if owns_ray:
             ray.shutdown()
