@@ -73,8 +73,8 @@ class Roles:
         ledger.extra["generator_version_min"] = min(g.version for g in gens)  # how far behind the slowest one is
         ledger.learner_busy_s = learner["learner_busy_s"] * self.cfg.cluster.learners
         if sync:
-            ledger.sync_s += sync["sync_s"]
-            ledger.sync_bytes += sync["sync_bytes"]
+            ledger.sync_s += sync["publish_s"]
+            ledger.sync_bytes += sync["publish_bytes"]
 
     def checkpoint(self, out: Path, step: int, ledger: ComputeLedger) -> Path:
         path = out / "checkpoints" / f"step_{step}"

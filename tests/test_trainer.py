@@ -58,7 +58,7 @@ def test_broadcast_weight_sync_end_to_end(ray_cluster, warm_model, tmp_path):
     """sync.type=nccl runs the same broadcast group on gloo here: generators must follow the learner's versions."""
     path, _ = warm_model
     final = train(run_cfg(path, tmp_path / "bc", "sync.type=nccl", "sync.backend=gloo", "run.steps=4"))
-    assert final["step"] == 4 and final["sync_bytes"] > 4 * 400_000
+    assert final["step"] == 4 and final["sync_bytes"] >= 4 * final["publish_bytes"] > 4 * 400_000
     rows = read_metrics(tmp_path / "bc" / "metrics.jsonl", "train")
     assert rows[-1]["generator_version_min"] >= 2  # every generator received broadcast weights
 

@@ -119,7 +119,7 @@ class LearnerRankImpl:
         if self.rank != 0:
             return None
         handle = (self.eval_publisher if for_eval else self.publisher).publish(state.items(), version)
-        return {"version": handle.version, "sync_bytes": handle.nbytes, "sync_s": time.perf_counter() - t0}
+        return {"version": handle.version, "publish_bytes": handle.nbytes, "publish_s": time.perf_counter() - t0}
 
     # ------------------------------------------------------------------ checkpoints
     def save(self, path: str, tag: str) -> None:
