@@ -28,7 +28,7 @@ class Rollout:
     group_id: int                  # the G completions of one prompt share it
     policy_version: int            # OLDEST learner version whose weights produced any of its tokens
     last_version: int              # newest such version (differs when weights changed mid-generation)
-    created_step: int              # consumer version the learner was at when the rollout was made (wall-clock order)
+    created_step: int              # newest learner version the generator had loaded when it started this rollout
     generator_id: int
     finish: int                    # FINISH_STOP or FINISH_LENGTH
 
