@@ -76,22 +76,12 @@ class RolloutBatch:
 
     @classmethod
     def from_rollouts(cls, rollouts: Sequence[Rollout]) -> "RolloutBatch":
-        def ragged(arrs: list[np.ndarray], dtype) -> tuple[np.ndarray, np.ndarray]:
-            offsets = np.zeros(len(arrs) + 1, np.int64)
-            np.cumsum([len(a) for a in arrs], out=offsets[1:])
-            flat = np.concatenate(arrs).astype(dtype, copy=False) if arrs else np.zeros(0, dtype)
-            return flat, offsets
-
-        pt, po = ragged([r.prompt_ids for r in rollouts], np.int32)
-        ct, co = ragged([r.completion_ids for r in rollouts], np.int32)
-        lp, _ = ragged([r.behavior_logprobs for r in rollouts], np.float32)
+        pt, po = pack_ragged([r.prompt_ids for r in rollouts], np.int32)
+        ct, co = pack_ragged([r.completion_ids for r in rollouts], np.int32)
+        lp, _ = pack_ragged([r.behavior_logprobs for r in rollouts], np.float32)
         scalars = {k: np.array([getattr(r, k) for r in rollouts] if k != "times_sampled" else [0] * len(rollouts),
                                dtype=t) for k, t in ROW_FIELDS.items()}
         return cls(pt, po, ct, co, lp, **scalars)
-
-    @classmethod
-    def empty(cls) -> "RolloutBatch":
-        return cls.from_rollouts([])
 
     def take(self, idx: np.ndarray) -> "RolloutBatch":
         """Rows idx (any order, repeats allowed) as a new compact batch."""
@@ -109,11 +99,6 @@ class RolloutBatch:
         lp, _ = gather(self.behavior_logprobs, self.completion_offsets)
         return RolloutBatch(pt, po, ct, co, lp, **{k: getattr(self, k)[idx] for k in ROW_FIELDS})
 
-    def with_times_sampled(self, times: np.ndarray) -> "RolloutBatch":
-        arrays = {f.name: getattr(self, f.name) for f in fields(self)}
-        arrays["times_sampled"] = np.asarray(times, np.int32)
-        return RolloutBatch(**arrays)
-
     def rollout(self, i: int) -> Rollout:
         ps, pe = self.prompt_offsets[i], self.prompt_offsets[i + 1]
         cs, ce = self.completion_offsets[i], self.completion_offsets[i + 1]
@@ -130,6 +115,14 @@ class RolloutBatch:
     @property
     def nbytes(self) -> int:
         return sum(a.nbytes for a in self.arrays().values())
+
+
+def pack_ragged(parts: Sequence[np.ndarray], dtype) -> tuple[np.ndarray, np.ndarray]:
+    """Variable-length arrays → (concatenated values, N+1 offsets starting at 0)."""
+    offsets = np.zeros(len(parts) + 1, np.int64)
+    np.cumsum([len(a) for a in parts], out=offsets[1:])
+    flat = np.concatenate(parts).astype(dtype, copy=False) if len(parts) else np.zeros(0, dtype)
+    return flat, offsets
 
 
 def group_advantages(rewards: np.ndarray, eps: float = 1e-6) -> np.ndarray:

@@ -16,7 +16,7 @@ from replay_rl.config import ReplayConfig
 from replay_rl.replay.limits import RateLimiter, Unlimited
 from replay_rl.replay.retention import FifoRetention, PositiveBiasRetention, Retention
 from replay_rl.replay.selectors import Freshest, Selector, SlotMeta, make_selector
-from replay_rl.rollout import ROW_FIELDS, RolloutBatch
+from replay_rl.rollout import ROW_FIELDS, RolloutBatch, pack_ragged
 
 HIST_BINS = 64  # histograms of age / reuse / steps-since-last-use: bins 0..63, the last also counts everything above
 EVICT_REASONS = ("capacity", "stale", "reuse", "consumed")
@@ -238,14 +238,8 @@ class Table:
             ragged["p"].append(b.prompt_tokens[ps:pe])
             ragged["c"].append(b.completion_tokens[cs:ce])
             ragged["l"].append(b.behavior_logprobs[cs:ce])
-
-        def flat(parts: list[np.ndarray], dtype) -> tuple[np.ndarray, np.ndarray]:
-            offsets = np.zeros(len(parts) + 1, np.int64)
-            np.cumsum([len(x) for x in parts], out=offsets[1:])
-            return (np.concatenate(parts) if parts else np.zeros(0, dtype)), offsets
-
-        (pt, po), (ct, co) = flat(ragged["p"], np.int32), flat(ragged["c"], np.int32)
-        lp, _ = flat(ragged["l"], np.float32)
+        (pt, po), (ct, co) = pack_ragged(ragged["p"], np.int32), pack_ragged(ragged["c"], np.int32)
+        lp, _ = pack_ragged(ragged["l"], np.float32)
         scalars = {k: arr[slots] for k, arr in self._scalars.items()}
         return RolloutBatch(pt, po, ct, co, lp, **scalars, times_sampled=self.meta.times_sampled[slots].copy())
 
