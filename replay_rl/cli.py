@@ -88,7 +88,11 @@ def train(config: Optional[Path] = ConfigOpt, set_: Optional[List[str]] = SetOpt
                 f"reward {rec['reward_mean']:.2f}  eval {shown.get('eval/pass@1', float('nan')):.2f}  "
                 f"K_inf {rec['k_inf']}  μ {rec['mu']:.2f}  γ {rec['gamma']:.2f}  age {rec['age_mean']:.1f}"))
 
-        final = run(cfg, progress)
+        try:
+            final = run(cfg, progress)
+        except KeyboardInterrupt:  # run() has already stopped every actor and Ray in its finally
+            typer.echo("interrupted: actors stopped, metrics so far are in " + cfg.run.output_dir, err=True)
+            raise typer.Exit(130) from None
     typer.echo(json.dumps({k: final[k] for k in ("step", "output_dir", "eval/pass@1", f"eval/pass@{cfg.run.eval_k}",
                                                  "k_inf", "k_train", "mu", "gamma", "replay_ratio") if k in final}))
 

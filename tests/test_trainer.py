@@ -2,8 +2,10 @@
 
 import json
 import os
+import signal
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -37,6 +39,30 @@ def test_cli_train_replay_mode_writes_metrics(warm_model, tmp_path):
     assert all(r["mu"] > 0 and r["gamma"] > 0 and "age_mean" in r and "clip_fraction" in r for r in rows)
     assert len(read_metrics(out / "metrics.jsonl", "eval")) == 2
     assert json.loads((out / "config.json").read_text())["replay"]["type"] == "fifo"
+
+
+def raylets() -> set[int]:
+    out = subprocess.run(["pgrep", "-f", "ray/core/src/ray/raylet/raylet"], capture_output=True, text=True).stdout
+    return {int(p) for p in out.split()}
+
+
+def test_ctrl_c_stops_the_run_and_its_ray_cluster(warm_model, tmp_path):
+    path, _ = warm_model
+    out, before = tmp_path / "intr", raylets()
+    proc = subprocess.Popen([sys.executable, "-m", "replay_rl.cli", "train", "-s", f"model.path={path}",
+                             "-s", f"run.output_dir={out}", "-s", "run.steps=100000"],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            env={**os.environ, "HF_HUB_OFFLINE": "1"})
+    for _ in range(300):  # until training is under way
+        if (out / "metrics.jsonl").is_file() and len((out / "metrics.jsonl").read_text().splitlines()) >= 2:
+            break
+        time.sleep(1)
+    proc.send_signal(signal.SIGINT)
+    _, err = proc.communicate(timeout=120)
+    assert proc.returncode == 130, err[-2000:]
+    assert "interrupted: actors stopped" in err
+    time.sleep(3)
+    assert raylets() <= before  # the run's own local cluster is gone
 
 
 def test_cli_rejects_bad_config_in_one_line(tmp_path):
