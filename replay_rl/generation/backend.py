@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Iterable, Protocol, Sequence
+from typing import Callable, Iterable, Protocol, Sequence
 
 import numpy as np
 
@@ -24,13 +24,17 @@ class Completion:
     token_ids: np.ndarray  # (C,) int32, includes the EOS token when finish == FINISH_STOP
     logprobs: np.ndarray   # (C,) float32 log π(token) under the raw policy (temperature 1, no top-p), as sampled
     finish: int            # FINISH_STOP | FINISH_LENGTH
-    version: int           # weights version that produced it
+    version: int           # weights version loaded when it finished (newer than the call's start after an
+                           # in-flight update: then its later tokens came from the newer weights)
 
 
 class GenerationBackend(Protocol):
     version: int  # learner version of the weights currently loaded
 
-    def generate(self, prompts: Sequence[np.ndarray], params: SamplingParams) -> list[list[Completion]]: ...
+    def generate(self, prompts: Sequence[np.ndarray], params: SamplingParams,
+                 on_step: Callable[[], None] | None = None) -> list[list[Completion]]: ...
+    # on_step: called between decoding steps by backends that can swap weights mid-generation (vllm); it may call
+    # load_weights. Backends that cannot (transformers) ignore it and update between calls only.
     def load_weights(self, named_tensors: Iterable[tuple[str, "object"]], version: int) -> None: ...
     def tokens_generated(self) -> int: ...
 

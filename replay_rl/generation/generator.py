@@ -50,7 +50,7 @@ class GeneratorImpl:
         self._stop = False
         self._groups = self._rollouts = self._loads = 0
         self._busy = self._load_s = 0.0
-        self._t0 = time.perf_counter()
+        self._t0 = self._last_poll = time.perf_counter()
 
     def join_weight_group(self, host: str, port: int, rank: int, world_size: int) -> None:
         """Receive weights by broadcast from learner rank 0 instead of the object store (sync.type=nccl)."""
@@ -68,15 +68,21 @@ class GeneratorImpl:
             self._load_s += time.perf_counter() - t0
         return self.backend.version
 
+    def _refresh_in_flight(self) -> None:
+        # polled between decoding steps; the board is asked at most every 50 ms
+        if time.perf_counter() - self._last_poll >= 0.05:
+            self._last_poll = time.perf_counter()
+            self.refresh_weights()
+
     def generate_once(self) -> int:
         """One backend call: prompts_per_call groups of G rollouts, scored and inserted. Returns rollouts made."""
         self.refresh_weights()
         problems = self.task.sample_train(self.cfg.generation.prompts_per_call, self.rng)
         prompts = encode_prompts(self.tokenizer, problems)
-        t0 = time.perf_counter()
+        t0, loading_before = time.perf_counter(), self._load_s
         version_before = self.backend.version
-        groups = self.backend.generate(prompts, self.params)
-        self._busy += time.perf_counter() - t0
+        groups = self.backend.generate(prompts, self.params, on_step=self._refresh_in_flight)
+        self._busy += time.perf_counter() - t0 - (self._load_s - loading_before)  # in-flight loads are sync time
         rollouts = []
         for problem, prompt, group in zip(problems, prompts, groups):
             rewards = np.array([checked_reward(self.task, problem, self.tokenizer.decode(c.token_ids,

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Iterable, Sequence
+from typing import Callable, Iterable, Sequence
 
 import numpy as np
 import torch
@@ -21,7 +21,9 @@ class HFBackend:
         self._tokens = 0
 
     @torch.no_grad()
-    def generate(self, prompts: Sequence[np.ndarray], params: SamplingParams) -> list[list[Completion]]:
+    def generate(self, prompts: Sequence[np.ndarray], params: SamplingParams,
+                 on_step: Callable[[], None] | None = None) -> list[list[Completion]]:
+        # on_step is ignored: HF generate runs to completion, so weights change only between calls
         width = max(len(p) for p in prompts)
         ids = torch.full((len(prompts), width), self.pad_id, dtype=torch.long)
         mask = torch.zeros_like(ids)

