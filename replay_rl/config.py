@@ -21,6 +21,20 @@ class ConfigError(ValueError):
 class _Section(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
+    @model_validator(mode="before")
+    @classmethod
+    def _default_tags(cls, data: Any) -> Any:
+        # a union section given without `type` means its default's type, at any depth, so `replay.capacity=84`
+        # and `generation.backend.enforce_eager=true` just work
+        if not isinstance(data, dict):
+            return data
+        data = dict(data)
+        for name, field in cls.model_fields.items():
+            default_type = getattr(field.default, "type", None)
+            if isinstance(data.get(name), dict) and "type" not in data[name] and isinstance(default_type, str):
+                data[name] = {"type": default_type, **data[name]}
+        return data
+
 
 # ---------------------------------------------------------------- model
 class TinyModelSpec(_Section):
@@ -258,18 +272,6 @@ class RunConfig(_Section):
     sync: SyncConfig = ObjectStoreSyncConfig()
     cluster: ClusterConfig = ClusterConfig()
     run: RunSettings = RunSettings()
-
-    @model_validator(mode="before")
-    @classmethod
-    def _default_tags(cls, data: Any) -> Any:
-        # a union section given without `type` means the default's type, so `replay.capacity=84` just works
-        if isinstance(data, dict):
-            data = dict(data)
-            for name, default in (("task", ArithmeticTaskConfig()), ("replay", FifoReplayConfig()),
-                                  ("sync", ObjectStoreSyncConfig())):
-                if isinstance(data.get(name), dict) and "type" not in data[name]:
-                    data[name] = {"type": default.type, **data[name]}
-        return data
 
     @model_validator(mode="after")
     def _consistent(self) -> "RunConfig":

@@ -27,6 +27,10 @@ def test_dotted_overrides_and_derived_properties():
     cfg = RunConfig.load(None, ["replay.capacity=84", "cluster.learners=3", "learner.batch_size=60",
                                 "cluster.generators=5"])
     assert cfg.replay.capacity == 84 and cfg.shard_capacity == 28 and cfg.rank_batch_size == 20
+    # nested union sections default their `type` too, so a knob of the default member needs no type=
+    assert RunConfig.load(None, ["learner.loss.eps_high=0.3"]).learner.loss.eps_high == 0.3
+    with pytest.raises(ConfigError, match="generation.backend.enforce_eager: unknown key"):
+        RunConfig.load(None, ["generation.backend.enforce_eager=true"])  # a vllm-only knob on transformers
 
 
 @pytest.mark.parametrize("overrides, field, words", [
