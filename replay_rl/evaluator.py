@@ -9,6 +9,7 @@ from replay_rl.config import RunConfig
 from replay_rl.evaluation import evaluate
 from replay_rl.generation.hf import HFBackend
 from replay_rl.models import load_tokenizer
+from replay_rl.sync.base import load_if_newer
 from replay_rl.sync.object_store import ObjectStoreSubscriber
 from replay_rl.tasks import make_task
 
@@ -23,9 +24,7 @@ class EvaluatorImpl:
         self.weights = ObjectStoreSubscriber(board)
 
     def evaluate_latest(self) -> dict[str, float]:
-        handle = self.weights.latest()
-        if handle is not None and handle.version != self.backend.version:
-            self.backend.load_weights(self.weights.fetch(handle), handle.version)
+        load_if_newer(self.weights, self.backend)
         r = self.cfg.run
         out = evaluate(self.backend, self.tokenizer, self.task, n_problems=r.eval_prompts, k=r.eval_k,
                        temperature=self.cfg.generation.eval_temperature, max_new_tokens=self.cfg.generation.max_new_tokens)

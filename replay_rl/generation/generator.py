@@ -17,6 +17,7 @@ from replay_rl.generation.backend import make_backend, sampling_params
 from replay_rl.models import load_tokenizer
 from replay_rl.replay.client import ReplayClient
 from replay_rl.rollout import Rollout, RolloutBatch, group_advantages
+from replay_rl.sync.base import load_if_newer
 from replay_rl.sync.collective import BroadcastGroup, CollectiveSubscriber
 from replay_rl.sync.object_store import ObjectStoreSubscriber
 from replay_rl.tasks import checked_reward, make_task
@@ -60,10 +61,8 @@ class GeneratorImpl:
 
     def refresh_weights(self) -> int:
         """Load the latest published weights if they are newer than ours; returns the version loaded."""
-        handle = self.weights.latest()
-        if handle is not None and handle.version > self.backend.version:
-            t0 = time.perf_counter()
-            self.backend.load_weights(self.weights.fetch(handle), handle.version)
+        t0 = time.perf_counter()
+        if load_if_newer(self.weights, self.backend) is not None:
             self._loads += 1
             self._load_s += time.perf_counter() - t0
         return self.backend.version

@@ -6,6 +6,7 @@ launcher is needed. Only this module imports DeepSpeed.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import socket
 import time
@@ -97,14 +98,13 @@ class LearnerRankImpl:
     # ------------------------------------------------------------------ weights
     def full_state(self) -> dict[str, torch.Tensor]:
         """Full parameters, gathered across ZeRO partitions (a collective: every rank must call it)."""
-        module = self.engine.module
-        params = list(module.parameters())
-        if self.cfg.learner.zero_stage == 3:
-            import deepspeed
+        import deepspeed
 
-            with deepspeed.zero.GatheredParameters(params):
-                return {n: p.detach().to("cpu", copy=True) for n, p in module.named_parameters()}
-        return {n: p.detach().to("cpu", copy=True) for n, p in module.named_parameters()}
+        module = self.engine.module
+        gathered = (deepspeed.zero.GatheredParameters(list(module.parameters()))
+                    if self.cfg.learner.zero_stage == 3 else contextlib.nullcontext())
+        with gathered:
+            return {n: p.detach().to("cpu", copy=True) for n, p in module.named_parameters()}
 
     def join_weight_group(self, host: str, port: int, world_size: int) -> None:
         """Rank 0 only: become rank 0 of the broadcast group to the generators (sync.type=nccl)."""

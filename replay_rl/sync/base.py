@@ -26,3 +26,13 @@ class WeightPublisher(Protocol):
 class WeightSubscriber(Protocol):
     def latest(self) -> WeightHandle | None: ...
     def fetch(self, handle: WeightHandle) -> Iterator[tuple[str, torch.Tensor]]: ...
+
+
+def load_if_newer(subscriber: WeightSubscriber, backend) -> WeightHandle | None:
+    """Load the latest published weights into a generation backend when they are newer than what it holds.
+    Returns the handle it loaded, or None when there was nothing new."""
+    handle = subscriber.latest()
+    if handle is None or handle.version <= backend.version:
+        return None
+    backend.load_weights(subscriber.fetch(handle), handle.version)
+    return handle
