@@ -11,14 +11,14 @@ import numpy as np
 
 @dataclass
 class SlotMeta:
-    """Per-slot metadata arrays of one Table (length = shard capacity)."""
+    """Per-slot metadata arrays of one Table (length = shard capacity). policy_version and advantage are views of
+    the Table's per-row scalar arrays, not copies."""
 
     alive: np.ndarray           # bool: slot holds an item
     seq: np.ndarray             # int64: insertion order (larger = fresher)
     policy_version: np.ndarray  # int64: oldest weights version that produced the rollout
     times_sampled: np.ndarray   # int32: reuse so far
     advantage: np.ndarray       # float32
-    correct: np.ndarray         # bool
     last_sampled: np.ndarray    # int64: consumer_version of the last sample that returned it, −1 if never
 
 

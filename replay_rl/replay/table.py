@@ -102,11 +102,11 @@ class Table:
         # one spare slot: a new item is placed first, then the retention policy evicts back down to capacity
         slots = capacity + 1
         z = lambda dt: np.zeros(slots, dt)  # noqa: E731
-        self.meta = SlotMeta(z(bool), z(np.int64), z(np.int64), z(np.int32), z(np.float32), z(bool),
-                             np.full(slots, -1, np.int64))
-        self.keys, self._chunk, self._row = z(np.int64), z(np.int64), z(np.int64)
-        # per-row scalars live slot-wise too, so a sample gathers them with one fancy index per field
+        # per-row scalars live slot-wise, so a sample gathers them with one fancy index per field
         self._scalars = {k: z(dt) for k, dt in ROW_FIELDS.items() if k != "times_sampled"}
+        self.meta = SlotMeta(z(bool), z(np.int64), self._scalars["policy_version"], z(np.int32),
+                             self._scalars["advantage"], np.full(slots, -1, np.int64))
+        self.keys, self._chunk, self._row = z(np.int64), z(np.int64), z(np.int64)
         self._free = list(range(slots - 1, -1, -1))
         self._chunks: dict[int, RolloutBatch] = {}
         self._refs: dict[int, int] = {}
@@ -157,8 +157,7 @@ class Table:
     def _place(self, slot: int, batch: RolloutBatch, cid: int, row: int, key: int, times: int) -> None:
         m = self.meta
         m.alive[slot], m.seq[slot] = True, self._next_seq
-        m.policy_version[slot], m.times_sampled[slot] = batch.policy_version[row], times
-        m.advantage[slot], m.correct[slot], m.last_sampled[slot] = batch.advantage[row], batch.correct[row], -1
+        m.times_sampled[slot], m.last_sampled[slot] = times, -1
         self._next_seq += 1
         self.keys[slot], self._chunk[slot], self._row[slot] = key, cid, row
         for k, arr in self._scalars.items():
