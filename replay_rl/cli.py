@@ -55,7 +55,7 @@ def eval_(model: Optional[Path] = typer.Argument(None, help="HF model folder; de
           config: Optional[Path] = ConfigOpt, set_: Optional[List[str]] = SetOpt,
           k: Optional[int] = typer.Option(None, help="k of pass@k; default run.eval_k")) -> None:
     """pass@1 (greedy and sampled) and pass@k on the task's eval split."""
-    from replay_rl.evaluation import evaluate
+    from replay_rl.evaluation import evaluate_for_run
     from replay_rl.generation.hf import HFBackend
     from replay_rl.models import load_tokenizer
     from replay_rl.tasks import make_task
@@ -63,9 +63,7 @@ def eval_(model: Optional[Path] = typer.Argument(None, help="HF model folder; de
     cfg = _load(config, set_)
     path = model or Path(cfg.model.path)
     backend = HFBackend(str(path), cfg.model.dtype)
-    result = evaluate(backend, load_tokenizer(path), make_task(cfg.task, cfg.run.seed), n_problems=cfg.run.eval_prompts,
-                      k=k or cfg.run.eval_k, temperature=cfg.generation.eval_temperature,
-                      max_new_tokens=cfg.generation.max_new_tokens)
+    result = evaluate_for_run(backend, load_tokenizer(path), make_task(cfg.task, cfg.run.seed), cfg, k)
     typer.echo(json.dumps(result))
 
 

@@ -7,6 +7,7 @@ from typing import Sequence
 
 import numpy as np
 
+from replay_rl.config import RunConfig
 from replay_rl.generation.backend import GenerationBackend, SamplingParams
 from replay_rl.tasks import Problem, Task, checked_reward
 
@@ -48,3 +49,10 @@ def evaluate(backend: GenerationBackend, tokenizer, task: Task, *, n_problems: i
         "mean_reward_greedy": float(g.mean()),
         "eval_problems": float(len(problems)),
     }
+
+
+def evaluate_for_run(backend: GenerationBackend, tokenizer, task: Task, cfg: RunConfig,
+                     k: int | None = None) -> dict[str, float]:
+    """evaluate() with the run's eval settings (run.eval_prompts, run.eval_k, generation.eval_temperature)."""
+    return evaluate(backend, tokenizer, task, n_problems=cfg.run.eval_prompts, k=k or cfg.run.eval_k,
+                    temperature=cfg.generation.eval_temperature, max_new_tokens=cfg.generation.max_new_tokens)

@@ -6,7 +6,7 @@ import ray
 import torch
 
 from replay_rl.config import RunConfig
-from replay_rl.evaluation import evaluate
+from replay_rl.evaluation import evaluate_for_run
 from replay_rl.generation.hf import HFBackend
 from replay_rl.models import load_tokenizer
 from replay_rl.sync.base import load_if_newer
@@ -25,9 +25,7 @@ class EvaluatorImpl:
 
     def evaluate_latest(self) -> dict[str, float]:
         load_if_newer(self.weights, self.backend)
-        r = self.cfg.run
-        out = evaluate(self.backend, self.tokenizer, self.task, n_problems=r.eval_prompts, k=r.eval_k,
-                       temperature=self.cfg.generation.eval_temperature, max_new_tokens=self.cfg.generation.max_new_tokens)
+        out = evaluate_for_run(self.backend, self.tokenizer, self.task, self.cfg)
         return out | {"version": self.backend.version}
 
 
