@@ -1,162 +1,236 @@
-"""Compute saved by replay against the on-policy baseline, on the same task, seeds and budget.
+"""Where replay pays: the on-policy baseline against replay buffers on an emulated GPU cluster (cluster.emulate).
 
-    python benchmarks/compute_saved.py --preset tiny_cpu --seeds 3 --out runs/bench/compute_saved
+    python benchmarks/compute_saved.py --preset quick      # ≤ 12 min here: baseline + one replay config, 2 seeds
+    python benchmarks/compute_saved.py --preset full       # ≤ 2 h here, by hand: the issue's whole study
 
-Each config × seed is a full `replay-rl train` run (in one Ray session). Compute is the active seconds of all
-roles (generator busy + learner busy). Generators are paced by a samples-per-insert limiter (1 for the baseline,
-the replay ratio for replay), so they generate what the learner needs instead of racing ahead on shared cores.
-Reported per config: accuracy vs compute, μ (the paper's estimate and a busy-time one), γ, replay ratio, staleness,
-entropy, and compute to first reach the baseline's final pass@1 → compute saved % (median and IQR over seeds).
-Writes results.json, accuracy_vs_compute.png and summary.md into --out; prints the JSON.
+Every run is a real `replay-rl train` (Ray generators, replay shards, DeepSpeed learner) on the testbed of
+configs/tiny_cpu.yaml, paced as a W/T cluster on which generating a batch costs μ training steps. Compute is the
+paper's axis, (K_train + μ·K_inf)/B trainer-step equivalents, so a CPU box measures the paper's trade-off: how much
+learning replayed (older, reused) rollouts buy per unit of compute. Replay runs get the baseline's compute budget.
+The baseline's learning does not depend on μ, so its runs are shared and re-priced at every μ (study.recharge).
+
+Writes results.json, summary.md and PNGs into --out and prints the summary JSON; progress goes to stderr.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
-import statistics
+import math
+import sys
+import time
 from pathlib import Path
 
 import numpy as np
 
 from replay_rl.config import RunConfig
 from replay_rl.metrics import read_metrics
+from replay_rl.study import Curve, hist_mean, hist_quantile, recharge, summarise_config
+from replay_rl.theory import plan
+
+PAPER_MU = 5.28  # Qwen2.5-7B, paper Table 2
+BASELINE = "baseline"
+
+
+def replay(w: int, t: int, *, n_mult: float = 1.0, mu: float = PAPER_MU, extra: tuple[str, ...] = ()) -> dict:
+    return {"w": w, "t": t, "mu": mu, "n_mult": n_mult, "overrides": list(extra)}
+
+
+HEADLINE = {
+    "replay_53_N": replay(5, 3),
+    "replay_53_N2.5x": replay(5, 3, n_mult=2.5),
+    "replay_53_N10x": replay(5, 3, n_mult=10),
+    "replay_44_N": replay(4, 4),
+    "replay_62_N": replay(6, 2),
+    "posbias0.2_53_N": replay(5, 3, extra=("replay.type=positive_bias", "replay.delta=0.2")),
+    "posbias0.5_53_N": replay(5, 3, extra=("replay.type=positive_bias", "replay.delta=0.5")),
+    "asymre_53_N": replay(5, 3, extra=("learner.loss.type=asymre",)),
+}
+SENSITIVITY = {"replay_53_N_mu2": replay(5, 3, mu=2.0), "replay_53_N_mu10": replay(5, 3, mu=10.0)}
+
+# the sanity ladder at (5,3): replay ratio μ·T/W = 1 (must match the baseline), 1.5, 2, 3 at the horizon N, then larger N
+LADDER = {f"fifo_y{y:g}_N": replay(5, 3, mu=y * 5 / 3) for y in (1, 1.5, 2, 3)} | {
+    "fifo_y3_N4x": replay(5, 3, mu=5.0, n_mult=4), "fifo_y3_N10x": replay(5, 3, mu=5.0, n_mult=10)}
 
 PRESETS: dict[str, dict] = {
-    # 2-core CPU box: tiny model on 2-digit addition, W=2, T=2, ~1 min per run, ~10 min for 3 seeds
-    "tiny_cpu": {
-        "base": ["run.steps=100", "run.eval_every=20", "run.eval_prompts=100", "generation.prompts_per_call=1",
-                 "learner.batch_size=32", "replay.sample_timeout_s=600"],
-        "configs": {
-            "on_policy": ["replay.type=lifo_once", "replay.capacity=256",
-                          "replay.rate_limit={samples_per_insert: 1.0, tolerance: 48}"],
-            "replay_N64_y2": ["replay.type=fifo", "replay.capacity=64",
-                              "replay.rate_limit={samples_per_insert: 2.0, tolerance: 48}"],
-            "replay_N128_y4": ["replay.type=fifo", "replay.capacity=128",
-                               "replay.rate_limit={samples_per_insert: 4.0, tolerance: 64}"],
-        },
-    },
-    # the paper's Qwen3-0.6B study at (6,2) per node; expect hours per run on 8 H100/H200
-    "qwen3_0p6b": {
-        "config": "configs/qwen3_0p6b_w6_t2.yaml", "base": [],
-        "configs": {"on_policy": ["replay.type=lifo_once", "replay.capacity=1200"],
-                    "replay_N64": ["replay.capacity=64"], "replay_N576": ["replay.capacity=576"],
-                    "replay_N4608": ["replay.capacity=4608"]},
-    },
-    # Fig. 1: Qwen2.5-7B at (5,3), N=84; ~1–2 days per run on one 8-GPU node
-    "qwen2p5_7b": {
-        "config": "configs/qwen2p5_7b_w5_t3.yaml", "base": [],
-        "configs": {"on_policy": ["replay.type=lifo_once", "replay.capacity=1200"], "replay_N84": []},
-    },
+    # the ladder: 1 seed a rung, ~15 min here
+    "ladder": {"steps": 200, "eval_every": 25, "seeds": 1, "configs": LADDER, "sensitivity": {},
+               "sensitivity_seeds": 0, "set": []},
+    # the issue's study: baseline + headline configs at 5 seeds, sensitivity at 3; ~2 h on 2 cores
+    "full": {"steps": 400, "eval_every": 25, "seeds": 5, "configs": HEADLINE, "sensitivity": SENSITIVITY,
+             "sensitivity_seeds": 3, "set": []},
+    # a first look: ≤ 12 min on 2 cores
+    "quick": {"steps": 200, "eval_every": 25, "seeds": 2, "configs": {"replay_53_N": HEADLINE["replay_53_N"]},
+              "sensitivity": {}, "sensitivity_seeds": 0, "set": []},
+    # CI: the whole pipeline end to end in about a minute; its numbers mean nothing
+    "mini": {"steps": 12, "eval_every": 6, "seeds": 1, "configs": {"replay_53_N": HEADLINE["replay_53_N"]},
+             "sensitivity": {}, "sensitivity_seeds": 0, "set": ["run.eval_prompts=100", "learner.batch_size=32"]},
 }
+# the study runs one generator actor and one learner rank: on 2 cores that wastes least; the emulated W/T is
+# set by cluster.emulate, which is all the pacing and accounting read
+STUDY_BASE = ["cluster.generators=1", "cluster.learners=1", "replay.sample_timeout_s=600", "run.checkpoint_every=null"]
 
 
-def run_one(cfg: RunConfig) -> dict:
-    from replay_rl.trainer import train
+def horizon_capacity(cfg: RunConfig, w: int, t: int, mu: float) -> int:
+    """N = x*·R from Theorem 4.5 (α=0.25, ρ=0.1, `replay-rl plan`), raised to B by plan() as the shard must fill."""
+    return int(plan(mu, 0.25, 0.1, cfg.learner.batch_size, w / t).capacity)
 
-    train(cfg)
+
+def run_specs(preset: dict, base: list[str], out: Path) -> list[tuple[str, int, RunConfig]]:
+    """(config name, seed, RunConfig) for every run, baseline first. Replay gets the baseline's compute budget."""
+    probe = RunConfig.load(None, base)
+    b, steps, every = probe.learner.batch_size, preset["steps"], preset["eval_every"]
+    specs = []
+
+    def add(name: str, seeds: int, overrides: list[str], run_steps: int, run_every: int) -> None:
+        for seed in range(seeds):
+            specs.append((name, seed, RunConfig.load(None, [*base, *overrides, f"run.steps={run_steps}",
+                                                         f"run.eval_every={run_every}", f"run.seed={seed}",
+                                                         f"run.output_dir={out / name / f'seed{seed}'}"])))
+
+    add(BASELINE, preset["seeds"], ["replay.type=lifo_once", f"replay.capacity={max(1024, 2 * b)}",
+                                    f"cluster.emulate={{mu: {PAPER_MU}, generators: 5, learners: 3}}"], steps, every)
+    for group, seeds in (("configs", preset["seeds"]), ("sensitivity", preset["sensitivity_seeds"])):
+        for name, c in preset[group].items():
+            scale = (1 + c["mu"]) / (1 + c["w"] / c["t"])  # same compute as the baseline's `steps`
+            n = int(math.ceil(horizon_capacity(probe, c["w"], c["t"], c["mu"]) * c["n_mult"] / probe.cluster.learners)
+                    ) * probe.cluster.learners
+            add(name, seeds, [*c["overrides"], f"replay.capacity={n}",
+                              f"cluster.emulate={{mu: {c['mu']}, generators: {c['w']}, learners: {c['t']}}}"],
+                int(round(steps * scale)), max(1, int(round(every * scale))))
+    return specs
+
+
+def load_run(cfg: RunConfig) -> dict:
+    """What the study keeps of one finished run: its eval curve with counts, per-step learner stats, histograms."""
     out = Path(cfg.run.output_dir)
-    trains, evals = read_metrics(out / "metrics.jsonl", "train"), read_metrics(out / "metrics.jsonl", "eval")
+    evals, trains = read_metrics(out / "metrics.jsonl", "eval"), read_metrics(out / "metrics.jsonl", "train")
+    hist = json.loads((out / "replay_stats.json").read_text())
     k = cfg.run.eval_k
-    last = trains[-1]
-    mu_busy = (last["generator_busy_s"] / last["k_inf"]) / (last["learner_busy_s"] / last["k_train"])
-    return {"curve": [{"step": e["step"], "active_s": e["active_s"], "pass@1": e["eval/pass@1"],
-                       f"pass@{k}": e[f"eval/pass@{k}"]} for e in evals],
-            "final_pass@1": evals[-1]["eval/pass@1"], f"final_pass@{k}": evals[-1][f"eval/pass@{k}"],
-            "mu": last["mu"], "mu_busy": mu_busy, "gamma": last["gamma"], "replay_ratio": last["replay_ratio"],
-            "age_mean": float(np.mean([t["age_mean"] for t in trains])), "age_max": max(t["age_max"] for t in trains),
-            "entropy": [t["entropy"] for t in trains], "active_s": last["active_s"], "steps": last["step"]}
+    col = lambda rows, key: [r[key] for r in rows]  # noqa: E731
+    return {"mu": cfg.cluster.emulate.mu, "batch_size": cfg.learner.batch_size, "capacity": cfg.replay.capacity,
+            "steps": col(evals, "step"), "k_train": col(evals, "k_train"), "k_inf": col(evals, "k_inf"),
+            "compute": col(evals, "compute"), "tokens": col(evals, "tokens"), "active_s": col(evals, "active_s"),
+            "pass@1": col(evals, "eval/pass@1"), f"pass@{k}": col(evals, f"eval/pass@{k}"),
+            "eval_problems": evals[-1]["eval/eval_problems"],
+            "train_steps": col(trains, "step"), "entropy": col(trains, "entropy"), "age_mean": col(trains, "age_mean"),
+            "clip_fraction": col(trains, "clip_fraction"), "ratio_mean": col(trains, "ratio_mean"),
+            "replay_ratio": hist["replay_ratio"], "age_hist": hist["age_hist"], "reuse_hist": hist["reuse_hist"],
+            "since_last_use_hist": hist["since_last_use_hist"], "wall_s": trains[-1]["wall_s"]}
 
 
-def compute_to_reach(curve: list[dict], threshold: float) -> float | None:
-    return next((p["active_s"] for p in curve if p["pass@1"] >= threshold), None)
+def curve(run: dict, mu: float | None = None) -> Curve:
+    """A run's eval curve, its compute priced at `mu` (default: the μ it ran at)."""
+    compute = recharge(run["k_train"], run["k_inf"], run["batch_size"], run["mu"] if mu is None else mu)
+    return Curve(compute, np.asarray(run["pass@1"], float))
 
 
-def iqr(xs: list[float]) -> list[float]:
-    return [float(np.percentile(xs, 25)), float(np.percentile(xs, 75))] if xs else []
-
-
-def summarise(results: dict[str, list[dict]]) -> dict:
-    base = results["on_policy"]
-    threshold = statistics.median(r["final_pass@1"] for r in base)
-    base_cost = [compute_to_reach(r["curve"], threshold) or r["active_s"] for r in base]
+def summarise(results: dict[str, list[dict]], k: int) -> dict:
+    """The study table: each config against the baseline re-priced at that config's μ."""
+    base = results[BASELINE]
     table = {}
     for name, runs in results.items():
-        cost = [compute_to_reach(r["curve"], threshold) for r in runs]
-        saved = [1 - c / b for c, b in zip(cost, base_cost) if c is not None]
-        table[name] = {
-            "final_pass@1_median": statistics.median(r["final_pass@1"] for r in runs),
-            "final_pass@1_iqr": iqr([r["final_pass@1"] for r in runs]),
-            "reached_baseline": f"{len(saved)}/{len(runs)}",
-            "compute_saved_pct_median": 100 * statistics.median(saved) if saved else None,
-            "compute_saved_pct_iqr": [100 * x for x in iqr(saved)],
-            **{k: statistics.median(r[k] for r in runs) for k in ("mu", "mu_busy", "gamma", "replay_ratio",
-                                                                   "age_mean", "active_s")},
-            "age_max": max(r["age_max"] for r in runs),
-            "entropy_last_median": statistics.median(r["entropy"][-1] for r in runs),
+        mu = runs[0]["mu"] if name != BASELINE else PAPER_MU
+        base_curves = [curve(r, mu) for r in base]
+        threshold = float(np.median([c.acc[-1] for c in base_curves]))
+        row = summarise_config(base_curves, [curve(r) for r in runs], threshold)
+        ages = [a for r in runs for a in r["age_mean"]]
+        table[name] = row | {
+            "mu": mu, "baseline_final_pass@1": threshold, "capacity": runs[0]["capacity"],
+            "replay_ratio_median": float(np.median([r["replay_ratio"] for r in runs])),
+            f"final_pass@{k}_median": float(np.median([r[f"pass@{k}"][-1] for r in runs])),
+            "entropy_mean_median": float(np.median([np.mean(r["entropy"]) for r in runs])),
+            "batch_age_mean": float(np.mean(ages)),
+            "buffer_age_p90_median": float(np.median([hist_quantile(r["age_hist"], 0.9) for r in runs])),
+            "reuse_at_eviction_mean_median": float(np.median([hist_mean(r["reuse_hist"]) for r in runs])),
+            "since_last_use_mean_median": float(np.median([hist_mean(r["since_last_use_hist"]) for r in runs])),
+            "clip_fraction_mean_median": float(np.median([np.mean(r["clip_fraction"]) for r in runs])),
+            "wall_s_median": float(np.median([r["wall_s"] for r in runs])), "seeds": len(runs),
         }
-    return {"baseline_final_pass@1": threshold, "table": table}
+    return table
 
 
-def plot(results: dict[str, list[dict]], path: Path) -> bool:
-    try:
-        import matplotlib
-        matplotlib.use("Agg")
-        import matplotlib.pyplot as plt
-    except ImportError:
-        return False
-    fig, ax = plt.subplots(figsize=(6, 4))
-    for name, runs in results.items():
-        n = min(len(r["curve"]) for r in runs)
-        x = [statistics.median(r["curve"][i]["active_s"] for r in runs) for i in range(n)]
-        ys = np.array([[r["curve"][i]["pass@1"] for i in range(n)] for r in runs])
-        ax.plot(x, np.median(ys, 0), marker="o", label=name)
-        ax.fill_between(x, np.percentile(ys, 25, 0), np.percentile(ys, 75, 0), alpha=0.2)
-    ax.set_xlabel("compute (active seconds, all roles)")
-    ax.set_ylabel("eval pass@1 (median, IQR)")
-    ax.legend()
-    fig.tight_layout()
-    fig.savefig(path, dpi=120)
-    return True
+def fidelity(table: dict) -> list[dict]:
+    """The paper's three qualitative findings, each marked reproduced or not at this scale, with its numbers."""
+    rows = []
+    head, base = table.get("replay_53_N"), table[BASELINE]
+    if head:
+        f = head["budgets_ahead_fraction"]
+        rows.append({"finding": "(i) the buffer is ≥ the baseline at every compute budget (5,3), horizon N",
+                     "reproduced": bool(f == 1.0), "numbers": f"replay ≥ baseline at {100 * f:.0f}% of budgets"})
+        rows.append({"finding": "(iii) entropy stays higher with a buffer (training batches, as in the paper)",
+                     "reproduced": bool(head["entropy_mean_median"] > base["entropy_mean_median"]),
+                     "numbers": f"mean entropy {head['entropy_mean_median']:.3f} vs baseline "
+                                f"{base['entropy_mean_median']:.3f}"})
+    big = table.get("replay_53_N10x")
+    if head and big:
+        slower = big["compute_to_reach_median"] > head["compute_to_reach_median"] or \
+            big["final_median"] < head["final_median"]
+        stabler = big["drawdown_median"] < head["drawdown_median"]
+        rows.append({"finding": "(ii) a larger N learns more slowly but more stably",
+                     "reproduced": bool(slower and stabler),
+                     "numbers": f"N={big['capacity']}: final {big['final_median']:.3f}, reach "
+                                f"{big['compute_to_reach_median']:.0f}, drawdown {big['drawdown_median']:.3f}; "
+                                f"N={head['capacity']}: final {head['final_median']:.3f}, reach "
+                                f"{head['compute_to_reach_median']:.0f}, drawdown {head['drawdown_median']:.3f}"})
+    return rows
 
 
-def markdown(summary: dict) -> str:
-    rows = ["| config | final pass@1 (median [IQR]) | reached baseline | compute saved % (median [IQR]) | μ | μ_busy | "
-            "γ | replay ratio | mean / max age |", "|---|---|---|---|---|---|---|---|---|"]
-    for name, t in summary["table"].items():
-        saved = "—" if t["compute_saved_pct_median"] is None else \
-            f"{t['compute_saved_pct_median']:.0f} [{', '.join(f'{x:.0f}' for x in t['compute_saved_pct_iqr'])}]"
-        rows.append(f"| {name} | {t['final_pass@1_median']:.2f} [{', '.join(f'{x:.2f}' for x in t['final_pass@1_iqr'])}]"
-                    f" | {t['reached_baseline']} | {saved} | {t['mu']:.2f} | {t['mu_busy']:.2f} | {t['gamma']:.2f} | "
-                    f"{t['replay_ratio']:.2f} | {t['age_mean']:.1f} / {t['age_max']} |")
-    return (f"Baseline final pass@1 (median over seeds): {summary['baseline_final_pass@1']:.2f}\n\n" + "\n".join(rows)
-            + "\n")
+def markdown(table: dict, rows: list[dict], k: int) -> str:
+    fmt = lambda x, p=2: "—" if x is None or (isinstance(x, float) and not math.isfinite(x)) else f"{x:.{p}f}"  # noqa
+    lines = [f"| config | μ | N | seeds | pass@1 start → final (lift) | reached | compute saved % [90% CI] | "
+             f"budgets ahead | pass@{k} | replay ratio | batch age | entropy |", "|" + "---|" * 12]
+    for name, t in table.items():
+        lo, hi = t["compute_saved_pct_ci90"]
+        lines.append(f"| {name} | {t['mu']:g} | {t['capacity']} | {t['seeds']} | {fmt(t['start_median'])} → "
+                     f"{fmt(t['final_median'])} ({fmt(t['lift_median'])}) | {t['reached']} | "
+                     f"{fmt(t['compute_saved_pct'], 0)} [{fmt(lo, 0)}, {fmt(hi, 0)}] | "
+                     f"{fmt(t['budgets_ahead_fraction'])} | {fmt(t[f'final_pass@{k}_median'])} | "
+                     f"{fmt(t['replay_ratio_median'])} | {fmt(t['batch_age_mean'], 1)} | "
+                     f"{fmt(t['entropy_mean_median'], 3)} |")
+    lines += ["", "| finding | reproduced | numbers |", "|---|---|---|"]
+    lines += [f"| {r['finding']} | {'yes' if r['reproduced'] else 'no'} | {r['numbers']} |" for r in rows]
+    return "\n".join(lines) + "\n"
 
 
 def main() -> None:
-    ap = argparse.ArgumentParser()
-    ap.add_argument("--preset", default="tiny_cpu", choices=sorted(PRESETS))
-    ap.add_argument("--seeds", type=int, default=3)
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--preset", default="quick", choices=sorted(PRESETS))
     ap.add_argument("--out", default="runs/bench/compute_saved")
     ap.add_argument("--set", "-s", action="append", default=[], help="override applied to every run")
     args = ap.parse_args()
     preset, out = PRESETS[args.preset], Path(args.out)
-    cfgs = {(name, seed): RunConfig.load(preset.get("config"), [*preset["base"], *overrides, *args.set,
-                                         f"run.seed={seed}", f"run.output_dir={out / name / f'seed{seed}'}"])
-            for name, overrides in preset["configs"].items() for seed in range(args.seeds)}
-    from replay_rl.trainer import connect
+    specs = run_specs(preset, [*STUDY_BASE, *preset["set"], *args.set], out)
 
-    connect(next(iter(cfgs.values())))  # one Ray session for all runs
+    from replay_rl.trainer import connect, train
+    from replay_rl.warmstart import ensure_model
+
+    connect(specs[0][2])  # one Ray session for all runs
+    ensure_model(specs[0][2])  # the shared warm-started model, built once
     results: dict[str, list[dict]] = {}
-    for (name, _), cfg in cfgs.items():
-        results.setdefault(name, []).append(run_one(cfg))
-    summary = summarise(results)
-    report = {"benchmark": "compute_saved", "preset": args.preset, "seeds": args.seeds, **summary, "runs": results}
+    t0 = time.perf_counter()
+    for i, (name, seed, cfg) in enumerate(specs):
+        t1 = time.perf_counter()
+        train(cfg)
+        run = load_run(cfg)
+        results.setdefault(name, []).append(run)
+        done, total = time.perf_counter() - t0, len(specs)
+        print(f"[{i + 1}/{total}] {name} seed {seed}: {cfg.run.steps} steps in {time.perf_counter() - t1:.0f} s, "
+              f"pass@1 {run['pass@1'][0]:.3f} → {run['pass@1'][-1]:.3f}, compute {run['compute'][-1]:.0f}; "
+              f"{done / 60:.1f} min so far, ~{done / (i + 1) * (total - i - 1) / 60:.1f} min left",
+              file=sys.stderr, flush=True)
+    k = specs[0][2].run.eval_k
+    table = summarise(results, k)
+    rows = fidelity(table)
     out.mkdir(parents=True, exist_ok=True)
-    (out / "results.json").write_text(json.dumps(report, indent=2))
-    report["plot"] = str(out / "accuracy_vs_compute.png") if plot(results, out / "accuracy_vs_compute.png") else None
-    (out / "summary.md").write_text(markdown(summary))
-    print(json.dumps({k: v for k, v in report.items() if k != "runs"}, indent=2))
+    from study_plots import plot_all  # noqa: E402  (benchmarks/ is on sys.path when run as a script)
+
+    plots = plot_all(results, table, out)
+    report = {"benchmark": "compute_saved", "preset": args.preset, "compute_axis": "(K_train + mu*K_inf)/B",
+              "table": table, "fidelity": rows, "plots": plots, "wall_min": (time.perf_counter() - t0) / 60}
+    (out / "results.json").write_text(json.dumps(report | {"runs": results}, indent=1))
+    (out / "summary.md").write_text(markdown(table, rows, k))
+    print(json.dumps(report, indent=1))
 
 
 if __name__ == "__main__":

@@ -1,8 +1,11 @@
 """Compute ledger: what a run spent, in the paper's terms.
 
 K_inf = unique rollouts generated, K_train = rollouts consumed by the learner (with repeats).
-μ = (K_train / T) / (K_inf / W): per-GPU cost of generating a batch over the cost of training on it, valid when
-both roles are busy. γ = (1 + W/T) / (1 + μ): compute per update with replay relative to the on-policy baseline.
+μ: cost of generating a batch over the cost of training on it. Under cluster.emulate it is the cost model's μ;
+otherwise the paper's estimate (K_train / T) / (K_inf / W), valid when both roles are busy (buffer runs).
+γ = (1 + W/T) / (1 + μ): compute per update with replay relative to the on-policy baseline.
+compute = (K_train + μ·K_inf) / B, in trainer-step equivalents (the x-axis of the paper's Fig. 1): it charges every
+rollout generated, used or not, and equals steps·(1+W/T) with a buffer and steps·(1+μ) without at steady state.
 """
 
 from __future__ import annotations
@@ -12,8 +15,10 @@ from dataclasses import dataclass, field
 
 @dataclass
 class ComputeLedger:
-    generators: int      # W
+    generators: int      # W (the emulated one under cluster.emulate)
     learners: int        # T
+    batch_size: int = 1  # B
+    mu_model: float | None = None  # the cost model's μ under cluster.emulate; None: estimate μ from the counts
     k_inf: int = 0
     k_train: int = 0
     tokens: int = 0
@@ -26,6 +31,8 @@ class ComputeLedger:
 
     @property
     def mu(self) -> float:
+        if self.mu_model is not None:
+            return self.mu_model
         if not self.k_inf or not self.k_train:
             return float("nan")
         return (self.k_train / self.learners) / (self.k_inf / self.generators)
@@ -33,6 +40,13 @@ class ComputeLedger:
     @property
     def gamma(self) -> float:
         return (1 + self.generators / self.learners) / (1 + self.mu)
+
+    @property
+    def compute(self) -> float:
+        """Trainer-step equivalents spent: (K_train + μ·K_inf) / B."""
+        if self.mu != self.mu:  # NaN before both roles have counted anything
+            return float(self.k_train) / self.batch_size
+        return (self.k_train + self.mu * self.k_inf) / self.batch_size
 
     @property
     def active_s(self) -> float:
@@ -43,7 +57,7 @@ class ComputeLedger:
         w, t = self.generators, self.learners
         idle = lambda busy, n: max(0.0, n * self.wall_s - busy)  # noqa: E731
         return {"k_inf": self.k_inf, "k_train": self.k_train, "tokens": self.tokens, "mu": self.mu,
-                "gamma": self.gamma, "active_s": self.active_s, "generator_busy_s": self.generator_busy_s,
+                "gamma": self.gamma, "compute": self.compute, "active_s": self.active_s, "generator_busy_s": self.generator_busy_s,
                 "generator_idle_s": idle(self.generator_busy_s, w), "learner_busy_s": self.learner_busy_s,
                 "learner_idle_s": idle(self.learner_busy_s, t), "wall_s": self.wall_s, "sync_s": self.sync_s,
                 "sync_bytes": self.sync_bytes, **self.extra}

@@ -143,6 +143,14 @@ def build(cfg: RunConfig, model_path: str) -> Roles:
     return Roles(cfg, ReplayClient(shards), board, eval_board, learners, generators, evaluator)
 
 
+def ledger_for(cfg: RunConfig) -> ComputeLedger:
+    """The run's ledger: the emulated W, T and μ under cluster.emulate, else the real W and T with μ from counts."""
+    e, c = cfg.cluster.emulate, cfg.cluster
+    if e is None:
+        return ComputeLedger(c.generators, c.learners, cfg.learner.batch_size)
+    return ComputeLedger(e.generators, e.learners, cfg.learner.batch_size, e.mu)
+
+
 def train(cfg: RunConfig, progress=None) -> dict:
     """Run training; returns the final record (eval scores + ledger). progress(step, record) is called per step."""
     out = Path(cfg.run.output_dir)
@@ -153,15 +161,18 @@ def train(cfg: RunConfig, progress=None) -> dict:
     cfg.dump_json(out / "config.json")
     owns_ray = connect(cfg)  # first: a cluster too small for W/T fails before any model work
     model_path = str(ensure_model(cfg).resolve())
-    sink, ledger = MetricsSink(out), ComputeLedger(cfg.cluster.generators, cfg.cluster.learners)
+    sink, ledger = MetricsSink(out), ledger_for(cfg)
     roles = None
     try:
         roles = build(cfg, model_path)
         start = roles.resume(cfg.run.resume_from, ledger) if cfg.run.resume_from else 0
         t0 = time.perf_counter() - ledger.wall_s
+        if start == 0:  # where RL starts from, so every run reports before → after
+            sink.log(0, "eval", roles.evaluate(0) | ledger.summary())
         roles.start_generators()
         record: dict = {}
         step = start
+        replay = roles.replay.stats()
         for step in range(start + 1, cfg.run.steps + 1):
             metrics = roles.learner_step(consumer_version=step - 1)           # sample → loss → optimizer step
             sync = roles.learners.publish(version=step) if step % cfg.sync.every_steps == 0 else None
@@ -180,6 +191,8 @@ def train(cfg: RunConfig, progress=None) -> dict:
                 progress(step, record)
             if cfg.run.rollout_budget and ledger.k_inf >= cfg.run.rollout_budget:
                 break
+        # the buffer's whole age / reuse / since-last-use histograms, for the benchmark's distributions
+        (out / "replay_stats.json").write_text(json.dumps(replay.__dict__ | {"replay_ratio": replay.replay_ratio}))
         return record | {"step": step, "output_dir": str(out)}
     finally:
         if roles is not None:

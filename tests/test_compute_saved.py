@@ -1,37 +1,88 @@
-"""The compute-saved report's arithmetic on hand-made curves (the benchmark itself is not a timed test)."""
+"""The compute-saved study: its arithmetic on hand-made curves, and a miniature of the benchmark end to end on real
+Ray, DeepSpeed and the warm-started tiny model (2 configs, 1 seed, a few steps: the numbers mean nothing, the files
+and keys do)."""
 
-import importlib.util
+import json
+import os
+import subprocess
+import sys
 from pathlib import Path
 
+import numpy as np
 import pytest
 
-spec = importlib.util.spec_from_file_location("compute_saved", Path(__file__).parents[1] / "benchmarks" / "compute_saved.py")
-bench = importlib.util.module_from_spec(spec)
-spec.loader.exec_module(bench)
+from replay_rl.study import Curve, bootstrap_interval, fraction_of_budgets_ahead, recharge, saved_fraction, \
+    summarise_config
+
+ROOT = Path(__file__).parents[1]
 
 
-def run(curve, **kw):
-    points = [{"step": i, "active_s": c, "pass@1": a, "pass@4": a} for i, (c, a) in enumerate(curve)]
-    return {"curve": points, "final_pass@1": points[-1]["pass@1"], "active_s": points[-1]["active_s"],
-            "mu": 1.0, "mu_busy": 1.0, "gamma": 1.0, "replay_ratio": 1.0, "age_mean": 1.0, "age_max": 2,
-            "entropy": [0.5], **kw}
+def c(points):
+    compute, acc = zip(*points)
+    return Curve(np.array(compute, float), np.array(acc, float))
 
 
-def test_compute_saved_is_measured_at_the_baseline_final_accuracy():
-    results = {
-        "on_policy": [run([(10, 0.2), (20, 0.3), (30, 0.4)]), run([(10, 0.2), (20, 0.4), (30, 0.4)]),
-                      run([(10, 0.1), (20, 0.2), (30, 0.4)])],
-        "replay": [run([(5, 0.2), (12, 0.4)]), run([(6, 0.4)]), run([(8, 0.1), (15, 0.3)])],
-    }
-    s = bench.summarise(results)
-    assert s["baseline_final_pass@1"] == 0.4
-    t = s["table"]["replay"]
-    # baselines reach 0.4 at 30, 20, 30; replay at 12 and 6 (seed 3 never does)
-    assert t["reached_baseline"] == "2/3"
-    assert t["compute_saved_pct_median"] == pytest.approx(100 * ((1 - 12 / 30) + (1 - 6 / 20)) / 2)
-    assert s["table"]["on_policy"]["compute_saved_pct_median"] == 0.0
-    assert "| replay |" in bench.markdown(s)
+def test_reach_interpolates_between_evals_and_is_inf_when_never_reached():
+    curve = c([(0, 0.1), (10, 0.3), (20, 0.5)])
+    assert curve.reach(0.4) == pytest.approx(15.0)
+    assert curve.reach(0.05) == 0.0
+    assert curve.reach(0.6) == float("inf")
+    assert c([(0, 0.2), (10, 0.5), (20, 0.3)]).drawdown() == pytest.approx(0.2)
 
 
-def test_compute_to_reach_returns_none_when_never_reached():
-    assert bench.compute_to_reach(run([(1, 0.1), (2, 0.2)])["curve"], 0.5) is None
+def test_recharge_prices_the_same_counts_at_another_mu():
+    # 10 steps of B=32 on-policy: K_train = K_inf = 320 → steps·(1+μ)
+    assert recharge([320], [320], 32, 5.28)[0] == pytest.approx(10 * 6.28)
+    # 10 steps at replay ratio 3.17 (W/T = 5/3 at μ=5.28) → steps·(1+W/T)
+    assert recharge([320], [320 / (5.28 * 3 / 5)], 32, 5.28)[0] == pytest.approx(10 * (1 + 5 / 3))
+
+
+def test_saved_fraction_bootstrap_and_budgets_ahead():
+    base = [c([(0, 0.1), (30, 0.3), (60, 0.5)]), c([(0, 0.1), (30, 0.4), (60, 0.5)])]
+    fast = [c([(0, 0.1), (15, 0.5), (60, 0.6)]), c([(0, 0.1), (30, 0.5), (60, 0.6)])]
+    # baseline reaches 0.5 at 60 and 60, replay at 15 and 30 → median 22.5 → 62.5% saved
+    assert saved_fraction([60, 60], [15, 30]) == pytest.approx(1 - 22.5 / 60)
+    lo, hi = bootstrap_interval([60, 60], [15, 30])
+    assert 1 - 30 / 60 <= lo <= hi <= 1 - 15 / 60
+    assert saved_fraction([60], [float("inf")]) == float("-inf")
+    assert fraction_of_budgets_ahead(base, fast) == 1.0
+    assert fraction_of_budgets_ahead(fast, base) == 0.0
+    row = summarise_config(base, fast, threshold=0.5)
+    assert row["reached"] == "2/2" and row["lift_median"] == pytest.approx(0.5)
+    assert row["compute_saved_pct"] == pytest.approx(100 * (1 - 22.5 / 60))
+    never = summarise_config(base, [c([(0, 0.1), (60, 0.2)])], threshold=0.5)
+    assert never["compute_saved_pct"] is None and never["reached"] == "0/1"
+
+
+@pytest.mark.slow
+@pytest.mark.ray
+@pytest.mark.deepspeed
+def test_mini_study_end_to_end_writes_table_plots_and_paper_compute(warm_model, tmp_path):
+    path, _ = warm_model
+    out = tmp_path / "study"
+    proc = subprocess.run([sys.executable, str(ROOT / "benchmarks" / "compute_saved.py"), "--preset", "mini",
+                           "--out", str(out), "-s", f"model.path={path}"], capture_output=True, text=True,
+                          env={**os.environ, "HF_HUB_OFFLINE": "1"}, timeout=600, cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert "[2/2] replay_53_N seed 0" in proc.stderr  # progress a person can follow
+    report = json.loads((out / "results.json").read_text())
+    assert set(report["table"]) == {"baseline", "replay_53_N"}
+    for name in ("accuracy_vs_compute.png", "accuracy_vs_tokens.png", "entropy_vs_steps.png", "saved_map.png"):
+        assert (out / name).stat().st_size > 1000
+    base, rep = report["runs"]["baseline"][0], report["runs"]["replay_53_N"][0]
+    # compute on the paper's axis, from the counts: (K_train + μ·K_inf)/B at every eval
+    for run in (base, rep):
+        assert run["steps"][0] == 0 and run["compute"][0] == 0
+        expect = (np.array(run["k_train"]) + 5.28 * np.array(run["k_inf"])) / run["batch_size"]
+        assert np.allclose(run["compute"], expect)
+    # the baseline consumes each rollout once and keeps up with its learner; replay reuses at about μ·T/W
+    assert base["replay_ratio"] <= 1.0 and np.mean(base["age_mean"]) <= 2
+    assert 1.5 < rep["replay_ratio"] < 3.5
+    # replay got the baseline's compute budget (to within one eval interval)
+    assert rep["compute"][-1] == pytest.approx(base["compute"][-1], rel=0.25)
+    row = report["table"]["replay_53_N"]
+    for key in ("lift_median", "compute_saved_pct", "compute_saved_pct_ci90", "budgets_ahead_fraction",
+                "entropy_mean_median", "final_pass@4_median", "batch_age_mean", "reuse_at_eviction_mean_median"):
+        assert key in row
+    summary = (out / "summary.md").read_text()
+    assert "| replay_53_N |" in summary and "(i) the buffer" in summary

@@ -66,3 +66,27 @@ def test_bad_files_and_override_syntax(tmp_path):
 def test_config_is_frozen():
     with pytest.raises(Exception):
         RunConfig().replay.capacity = 3
+
+
+def test_emulated_cluster_derives_the_replay_ratio_and_rejects_a_hand_set_one():
+    cfg = RunConfig()
+    assert cfg.cluster.emulate.mu == 5.28 and cfg.target_replay_ratio == pytest.approx(5.28 * 3 / 5)
+    assert RunConfig.load(None, ["replay.type=lifo_once", "replay.capacity=1024"]).target_replay_ratio == 1.0
+    assert RunConfig.load(None, ["cluster.emulate=null"]).target_replay_ratio is None
+    with pytest.raises(ConfigError, match="replay.rate_limit: cluster.emulate derives"):
+        RunConfig.load(None, ["replay.rate_limit={samples_per_insert: 2, tolerance: 300}"])
+    with pytest.raises(ConfigError, match="cluster.emulate.mu"):
+        RunConfig.load(None, ["cluster.emulate.mu=0"])
+
+
+def test_compute_is_charged_from_the_counts_in_trainer_steps():
+    from replay_rl.accounting import ComputeLedger
+
+    ledger = ComputeLedger(5, 3, batch_size=60, mu_model=5.28)
+    ledger.k_train, ledger.k_inf = 600, 600          # 10 on-policy steps: each rollout generated once, used once
+    assert ledger.compute == pytest.approx(10 * 6.28) and ledger.summary()["compute"] == ledger.compute
+    ledger.k_inf = 1000                              # 400 generated but never used are charged too
+    assert ledger.compute == pytest.approx((600 + 5.28 * 1000) / 60)
+    free = ComputeLedger(5, 3, batch_size=60)        # no cost model: μ estimated from the counts
+    free.k_train, free.k_inf = 600, 300
+    assert free.mu == pytest.approx((600 / 3) / (300 / 5)) and free.compute == pytest.approx(10 * (1 + 5 / 3))

@@ -21,7 +21,8 @@ pytestmark = [pytest.mark.slow, pytest.mark.ray, pytest.mark.deepspeed]
 
 def run_cfg(warm_path, out, *overrides):
     return RunConfig.load(None, [f"model.path={warm_path}", f"run.output_dir={out}", "run.eval_prompts=40",
-                                 "run.eval_every=3", "replay.sample_timeout_s=120", *overrides])
+                                 "run.eval_every=3", "replay.sample_timeout_s=120", "learner.batch_size=32",
+                                 "replay.capacity=64", *overrides])
 
 
 def test_cli_train_replay_mode_writes_metrics(warm_model, tmp_path):
@@ -30,7 +31,7 @@ def test_cli_train_replay_mode_writes_metrics(warm_model, tmp_path):
     env = {**os.environ, "HF_HUB_OFFLINE": "1"}
     proc = subprocess.run([sys.executable, "-m", "replay_rl.cli", "train", "-s", f"model.path={path}",
                            "-s", f"run.output_dir={out}", "-s", "run.steps=4", "-s", "run.eval_every=2",
-                           "-s", "run.eval_prompts=40"], capture_output=True, text=True, env=env, timeout=600)
+                           "-s", "run.eval_prompts=40", "-s", "learner.batch_size=32"], capture_output=True, text=True, env=env, timeout=600)
     assert proc.returncode == 0, proc.stderr[-3000:]
     final = json.loads(proc.stdout.strip().splitlines()[-1])
     assert final["step"] == 4 and final["k_train"] == 4 * 32 and final["k_inf"] >= 64

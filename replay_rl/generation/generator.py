@@ -16,6 +16,7 @@ from replay_rl.evaluation import encode_prompts
 from replay_rl.generation.backend import make_backend, sampling_params
 from replay_rl.models import load_tokenizer
 from replay_rl.replay.client import ReplayClient
+from replay_rl.replay.shard import pace_for
 from replay_rl.rollout import Rollout, RolloutBatch, group_advantages
 from replay_rl.sync.base import load_if_newer
 from replay_rl.sync.collective import BroadcastGroup, CollectiveSubscriber
@@ -48,6 +49,7 @@ class GeneratorImpl:
         self.weights: ObjectStoreSubscriber | CollectiveSubscriber = ObjectStoreSubscriber(board)
         self.rng = np.random.default_rng([cfg.run.seed, generator_id])
         self.params = sampling_params(cfg.generation)
+        self.pace = pace_for(cfg)  # None: generate as fast as the hardware allows
         self._stop = False
         self._groups = self._rollouts = self._loads = 0
         self._busy = self._load_s = 0.0
@@ -73,8 +75,19 @@ class GeneratorImpl:
             self._last_poll = time.perf_counter()
             self.refresh_weights()
 
+    def wait_for_budget(self) -> bool:
+        """Emulated cluster: wait (picking up new weights) while this generator's share of the pace budget is
+        spent, so rollouts are generated just before they are owed, from the newest weights. False once stopped."""
+        while self.pace is not None and not self._stop and \
+                self._rollouts >= self.pace.budget(self.backend.version) / self.cfg.cluster.generators:
+            time.sleep(0.005)
+            self.refresh_weights()
+        return not self._stop
+
     def generate_once(self) -> int:
         """One backend call: prompts_per_call groups of G rollouts, scored and inserted. Returns rollouts made."""
+        if not self.wait_for_budget():
+            return 0
         self.refresh_weights()
         problems = self.task.sample_train(self.cfg.generation.prompts_per_call, self.rng)
         prompts = encode_prompts(self.tokenizer, problems)

@@ -1,7 +1,8 @@
 """Policy losses: pure tensor functions, unit-tested against hand-computed values.
 
-Aggregation (the paper leaves it open): every loss is a token-mean over the completion tokens of a rank's
-sub-batch (DAPO-style, long completions weigh more); DeepSpeed then averages gradients over learner ranks.
+Aggregation (the paper leaves it open for GRPO): GRPO is a token-mean over the completion tokens of a rank's
+sub-batch (DAPO-style, long completions weigh more); AsymRE defaults to the paper's per-rollout Σ_t log π
+(`aggregation: seq_sum`). DeepSpeed then averages gradients over learner ranks.
 """
 
 from __future__ import annotations
@@ -56,9 +57,13 @@ def grpo_loss(cfg: GrpoLossConfig, logp: torch.Tensor, inp: LearnerInputs) -> tu
 
 
 def asymre_loss(cfg: AsymreLossConfig, logp: torch.Tensor, inp: LearnerInputs) -> tuple[torch.Tensor, dict[str, float]]:
-    """−token-mean of (r − (V̂ + δV))·log π_θ(token): REINFORCE with a shifted group baseline, no ratio."""
+    """REINFORCE with a shifted group baseline, no ratio. seq_sum (the paper): −mean over rollouts of
+    (r − (V̂ + δV))·Σ_t log π_θ(token); token_mean: −token-mean of (r − (V̂ + δV))·log π_θ(token)."""
     weight = (inp.rewards - (inp.baselines + cfg.baseline_shift))[:, None]
-    loss = -_masked_mean(weight * logp, inp.loss_mask)
+    if cfg.aggregation == "seq_sum":
+        loss = -(weight * logp * inp.loss_mask).sum(-1).mean()
+    else:
+        loss = -_masked_mean(weight * logp, inp.loss_mask)
     with torch.no_grad():
         ratio = torch.exp(logp - inp.old_logprobs)
         stats = {"clip_fraction": 0.0, "ratio_mean": _masked_mean(ratio, inp.loss_mask).item(),

@@ -25,7 +25,7 @@ class RateLimiter:
     def error(self) -> float:
         return self.inserts * self.spi - self.samples
 
-    def can_sample(self, n: int) -> bool:
+    def can_sample(self, n: int, consumer_version: int = 0) -> bool:
         return self.inserts >= self.min_size and self.error - n >= -self.tolerance
 
     def can_insert(self, k: int) -> bool:
@@ -35,7 +35,7 @@ class RateLimiter:
         self.inserts += inserts
         self.samples += samples
 
-    def why_blocked(self) -> str:
+    def why_blocked(self, consumer_version: int = 0) -> str:
         ratio = self.samples / self.inserts if self.inserts else float("inf")
         return (f"samples/insert {ratio:.2f} vs target {self.spi:g} ± {self.tolerance:g} samples "
                 f"(inserts={self.inserts}, samples={self.samples}, min_size_to_sample={self.min_size})")
@@ -46,7 +46,7 @@ class Unlimited:
 
     inserts = samples = 0
 
-    def can_sample(self, n: int) -> bool:
+    def can_sample(self, n: int, consumer_version: int = 0) -> bool:
         return True
 
     def can_insert(self, k: int) -> bool:
@@ -55,5 +55,53 @@ class Unlimited:
     def record(self, inserts: int = 0, samples: int = 0) -> None:
         pass
 
-    def why_blocked(self) -> str:
+    def why_blocked(self, consumer_version: int = 0) -> str:
         return "no rate limit"
+
+
+class Pace:
+    """The emulated cluster's schedule (cluster.emulate): generation runs at R = B / replay_ratio rollouts per
+    learner step, never more than `lead_steps` steps ahead of the learner, and the learner never takes a step
+    before the rollouts the schedule owes it exist. Both sides read the same two functions of the learner
+    version, so they cannot wait on each other: budget(v) − required(v) = R·lead_steps ≥ R > 0.
+
+    fill: rollouts needed before the first step can sample a batch: B − R for a buffer that keeps what it
+    returns (so budget(0) with lead 1 is exactly B), 0 for a consume-once queue (R = B there anyway).
+    """
+
+    def __init__(self, batch_size: int, replay_ratio: float, lead_steps: int, consumes_once: bool) -> None:
+        self.rollouts_per_step = batch_size / replay_ratio
+        self.fill = 0.0 if consumes_once else max(0.0, batch_size - self.rollouts_per_step)
+        self.lead_steps = lead_steps
+
+    def budget(self, version: int) -> float:
+        """Rollouts all generators together may have started once the learner published `version`."""
+        return self.fill + self.rollouts_per_step * (version + self.lead_steps)
+
+    def required(self, version: int) -> float:
+        """Rollouts that must have been inserted before the learner updates weights of `version`."""
+        return self.fill + self.rollouts_per_step * version
+
+
+class PacedLimiter:
+    """A shard's side of a Pace: sampling for consumer_version v waits until this shard holds its share of
+    Pace.required(v); inserts never wait (generators are paced before they generate, so nothing stale queues)."""
+
+    def __init__(self, pace: Pace, shards: int) -> None:
+        self.pace, self.shards = pace, shards
+        self.inserts = 0
+        self.samples = 0
+
+    def can_sample(self, n: int, consumer_version: int = 0) -> bool:
+        return self.inserts >= int(self.pace.required(consumer_version) / self.shards)
+
+    def can_insert(self, k: int) -> bool:
+        return True
+
+    def record(self, inserts: int = 0, samples: int = 0) -> None:
+        self.inserts += inserts
+        self.samples += samples
+
+    def why_blocked(self, consumer_version: int = 0) -> str:
+        return (f"emulated cluster pace: {self.inserts} inserted < {int(self.pace.required(consumer_version) / self.shards)}"
+                f" owed to this shard by learner version {consumer_version} (R={self.pace.rollouts_per_step:.1f}/step)")

@@ -10,6 +10,7 @@ import ray
 
 from replay_rl.config import RunConfig
 from replay_rl.replay.snapshot import read_snapshot, write_snapshot
+from replay_rl.replay.limits import Pace
 from replay_rl.replay.table import SampleInfo, TableStats, table_from_config
 from replay_rl.rollout import RolloutBatch
 
@@ -29,7 +30,8 @@ class ReplayShardImpl:
         self._make_table = lambda: table_from_config(
             cfg.replay, cfg.shard_capacity, max_sample=cfg.rank_batch_size,
             max_insert=-(-g.prompts_per_call * g.group_size // cfg.cluster.learners),
-            seed=cfg.run.seed * 1000 + shard_id, key_offset=shard_id, key_stride=cfg.cluster.learners)
+            seed=cfg.run.seed * 1000 + shard_id, key_offset=shard_id, key_stride=cfg.cluster.learners,
+            pace=pace_for(cfg))
         self.table = self._make_table()
         self._cond: asyncio.Condition | None = None
         self.wait_s = {"insert": 0.0, "sample": 0.0}
@@ -88,6 +90,14 @@ class ReplayShardImpl:
 
 
 ReplayShard = ray.remote(num_cpus=0, max_restarts=0)(ReplayShardImpl)
+
+
+def pace_for(cfg: RunConfig) -> Pace | None:
+    """The emulated cluster's schedule, or None when generators run free (no cluster.emulate)."""
+    e, ratio = cfg.cluster.emulate, cfg.target_replay_ratio
+    if e is None or ratio is None:
+        return None
+    return Pace(cfg.learner.batch_size, ratio, e.lead_steps, cfg.consumes_once)
 
 
 def shard_dir(root: str | Path, shard_id: int) -> Path:

@@ -13,7 +13,7 @@ from typing import Any
 import numpy as np
 
 from replay_rl.config import ReplayConfig
-from replay_rl.replay.limits import RateLimiter, Unlimited
+from replay_rl.replay.limits import Pace, PacedLimiter, RateLimiter, Unlimited
 from replay_rl.replay.retention import FifoRetention, PositiveBiasRetention, Retention
 from replay_rl.replay.selectors import Freshest, Selector, SlotMeta, make_selector
 from replay_rl.rollout import ROW_FIELDS, RolloutBatch, pack_ragged
@@ -78,7 +78,7 @@ class TableStats:
 
     def summary(self) -> dict[str, float]:
         return {"buffer_size": self.size, "inserts": self.inserts, "samples": self.samples,
-                "replay_ratio": self.replay_ratio, "age_mean": self.age_mean, "age_max": self.age_max,
+                "replay_ratio": self.replay_ratio, "buffer_age_mean": self.age_mean, "buffer_age_max": self.age_max,
                 "since_last_use_mean": self.since_last_use_mean,
                 **{f"evicted_{r}": v for r, v in self.evictions.items()}}
 
@@ -91,7 +91,7 @@ def _bump(hist: list[int], values: np.ndarray) -> None:
 class Table:
     def __init__(self, capacity: int, selector: Selector, retention: Retention, *, remove_on_sample: bool = False,
                  max_staleness: int | None = None, max_reuse: int | None = None,
-                 limiter: RateLimiter | Unlimited | None = None, seed: int = 0, key_offset: int = 0,
+                 limiter: RateLimiter | PacedLimiter | Unlimited | None = None, seed: int = 0, key_offset: int = 0,
                  key_stride: int = 1) -> None:
         self.capacity, self.selector, self.retention = capacity, selector, retention
         self.remove_on_sample, self.max_staleness, self.max_reuse = remove_on_sample, max_staleness, max_reuse
@@ -192,7 +192,7 @@ class Table:
         return alive[np.argsort(m.seq[alive])]  # insertion order, so a restored table samples exactly the same
 
     def can_sample(self, n: int, consumer_version: int) -> bool:
-        return len(self._purge_and_eligible(consumer_version)) >= n and self.limiter.can_sample(n)
+        return len(self._purge_and_eligible(consumer_version)) >= n and self.limiter.can_sample(n, consumer_version)
 
     def why_blocked(self, n: int, consumer_version: int) -> str:
         eligible = len(self._purge_and_eligible(consumer_version))
@@ -200,11 +200,11 @@ class Table:
             return (f"{eligible} eligible items < {n} requested (size {len(self)}/{self.capacity}, "
                     f"max_staleness={self.max_staleness}, consumer_version={consumer_version}); "
                     "generators may be too slow, dead, or throttled by the rate limiter")
-        return self.limiter.why_blocked()
+        return self.limiter.why_blocked(consumer_version)
 
     def sample(self, n: int, consumer_version: int) -> tuple[RolloutBatch, SampleInfo]:
         eligible = self._purge_and_eligible(consumer_version)
-        if len(eligible) < n or not self.limiter.can_sample(n):
+        if len(eligible) < n or not self.limiter.can_sample(n, consumer_version):
             raise RuntimeError(f"cannot sample now: {self.why_blocked(n, consumer_version)}")
         slots = np.asarray(self.selector.select(self.meta, eligible, n, self.rng), np.int64)
         m = self.meta
@@ -285,10 +285,13 @@ class Table:
 
 
 def table_from_config(cfg: ReplayConfig, capacity: int, *, max_sample: int, max_insert: int, seed: int,
-                      key_offset: int = 0, key_stride: int = 1) -> Table:
-    """The Table preset a replay config names, for one shard of `capacity` items."""
+                      key_offset: int = 0, key_stride: int = 1, pace: Pace | None = None) -> Table:
+    """The Table preset a replay config names, for one shard of `capacity` items (one of key_stride shards).
+    `pace` (an emulated cluster's schedule) and `rate_limit` exclude each other; the config enforces it."""
     limiter = None
-    if cfg.rate_limit is not None:
+    if pace is not None:
+        limiter = PacedLimiter(pace, key_stride)
+    elif cfg.rate_limit is not None:
         r = cfg.rate_limit
         limiter = RateLimiter(r.samples_per_insert, r.tolerance, r.min_size_to_sample, max_sample, max_insert)
     kw = dict(max_staleness=cfg.max_staleness, max_reuse=cfg.max_reuse, limiter=limiter, seed=seed,

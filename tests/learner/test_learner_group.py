@@ -20,7 +20,7 @@ pytestmark = [pytest.mark.ray, pytest.mark.deepspeed]
 
 def group_cfg(warm_path, *overrides):
     return RunConfig.load(None, [f"model.path={warm_path}", "learner.batch_size=16", "replay.capacity=64",
-                                 "replay.sample_timeout_s=60", "learner.lr=1e-3", *overrides])
+                                 "replay.sample_timeout_s=60", "learner.lr=1e-3", "cluster.emulate=null", *overrides])
 
 
 @pytest.fixture(scope="module")

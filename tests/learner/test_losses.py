@@ -39,10 +39,20 @@ def test_grpo_ratio_is_one_and_nothing_clips_on_fresh_data():
 
 def test_asymre_matches_hand_values():
     logp = torch.log(torch.tensor([[0.5, 0.25], [0.5, 0.5]]))
-    loss, st = asymre_loss(AsymreLossConfig(baseline_shift=-0.1), logp, inputs(logp.tolist(), [0.0, 0.0]))
+    cfg = AsymreLossConfig(baseline_shift=-0.1, aggregation="token_mean")
+    loss, st = asymre_loss(cfg, logp, inputs(logp.tolist(), [0.0, 0.0]))
     # weights: r − (V̂ + δV) = 1 − 0.4 = 0.6 and 0 − 0.4 = −0.4
     want = -(0.6 * (math.log(0.5) + math.log(0.25)) - 0.4 * (2 * math.log(0.5))) / 4
     assert loss.item() == pytest.approx(want, abs=1e-6) and st["clip_fraction"] == 0.0
+
+
+def test_asymre_default_is_the_papers_per_rollout_sum_of_log_probs():
+    logp = torch.log(torch.tensor([[0.5, 0.25], [0.5, 0.5]]))
+    inp = inputs(logp.tolist(), [0.0, 0.0])
+    inp.loss_mask[1, 1] = 0  # a 1-token second rollout: its Σ_t has one term, and no 1/length scaling
+    loss, _ = asymre_loss(AsymreLossConfig(baseline_shift=-0.1), logp, inp)
+    want = -(0.6 * (math.log(0.5) + math.log(0.25)) - 0.4 * math.log(0.5)) / 2  # mean over the 2 rollouts
+    assert AsymreLossConfig().aggregation == "seq_sum" and loss.item() == pytest.approx(want, abs=1e-6)
 
 
 def test_batching_aligns_targets_with_completion_tokens():

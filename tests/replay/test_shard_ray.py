@@ -14,7 +14,7 @@ pytestmark = pytest.mark.ray
 
 def cfg_with(*overrides):
     return RunConfig.load(None, ["cluster.learners=3", "learner.batch_size=12", "replay.capacity=48",
-                                 "replay.sample_timeout_s=20", *overrides])
+                                 "replay.sample_timeout_s=20", "cluster.emulate=null", *overrides])
 
 
 @ray_mod.remote(num_cpus=0, max_concurrency=2)

@@ -119,11 +119,12 @@ def test_rate_limiter_band_and_deadlock_check():
 
 
 def test_table_from_config_picks_the_preset():
-    cfg = RunConfig.load(None, ["replay.type=positive_bias", "replay.delta=0.5", "replay.max_reuse=3"])
+    cfg = RunConfig.load(None, ["replay.type=positive_bias", "replay.delta=0.5", "replay.max_reuse=3",
+                               "replay.capacity=64", "learner.batch_size=32"])
     t = table_from_config(cfg.replay, cfg.shard_capacity, max_sample=16, max_insert=32, seed=0)
     assert t.retention.main_capacity == 16 and t.max_reuse == 3
     with pytest.raises(ConfigError, match="replay.capacity"):
-        RunConfig.load(None, ["replay.capacity=30"])  # < batch 32
+        RunConfig.load(None, ["replay.capacity=30", "learner.batch_size=32"])  # < batch 32
 
 
 def test_state_round_trip_preserves_items_and_counters():
@@ -139,3 +140,23 @@ def test_state_round_trip_preserves_items_and_counters():
     t.insert(make_batch(3, start=50))
     u.insert(make_batch(3, start=50))
     assert live_ids(u) == live_ids(t)
+
+
+def test_pace_gives_generators_a_lead_the_learner_never_waits_past():
+    from replay_rl.replay.limits import Pace, PacedLimiter
+
+    replay = Pace(batch_size=128, replay_ratio=3.2, lead_steps=2, consumes_once=False)
+    assert replay.rollouts_per_step == 40 and replay.fill == 88
+    assert replay.budget(0) == 128 + 40          # one batch to start, plus one step of lead
+    for v in range(50):                          # generators may always be R·lead ahead of what the learner needs
+        assert replay.budget(v) - replay.required(v) == 80
+    once = Pace(batch_size=128, replay_ratio=1.0, lead_steps=2, consumes_once=True)
+    assert once.fill == 0 and once.budget(3) == 128 * 5 and once.required(3) == 128 * 3
+    shard = PacedLimiter(replay, shards=2)       # each of 2 shards is owed half
+    shard.record(inserts=103)                    # version 3 is owed (88 + 3·40) / 2 = 104
+    assert shard.can_sample(64, consumer_version=3) is False and "owed to this shard" in shard.why_blocked(3)
+    shard.record(inserts=1)
+    assert shard.can_sample(64, consumer_version=3) and shard.can_insert(10**6)
+    t = table_from_config(RunConfig.load(None, ["learner.batch_size=8", "replay.capacity=8", "cluster.learners=1"]
+                                         ).replay, 8, max_sample=8, max_insert=16, seed=0, pace=replay)
+    assert isinstance(t.limiter, PacedLimiter)

@@ -15,7 +15,7 @@ def test_arithmetic_reward_and_split():
     assert task.reward(p, "47") == 0.0 and task.reward(p, "4") == 0.0 and task.reward(p, "") == 0.0
     evals = {q.key for q in task.eval_problems()}
     train = {q.key for q in task.sample_train(2000, np.random.default_rng(1))}
-    assert len(evals) == 200 and not evals & train
+    assert len(evals) == 1000 and not evals & train
     assert all(task.reward(q, task.demonstration(q)) == 1.0 for q in task.eval_problems())
     assert [q.key for q in make_task(ArithmeticTaskConfig(digits=2), 0).eval_problems()] == \
         [q.key for q in task.eval_problems()]  # split is a function of the seed

@@ -1,0 +1,43 @@
+"""Config errors as one line per problem naming the dotted field, and dotted `key=value` overrides."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import yaml
+from pydantic import ValidationError
+
+
+class ConfigError(ValueError):
+    """A config that cannot run. The message names the field (dotted path) and the fix, one line per problem."""
+
+
+def apply_override(data: dict[str, Any], item: str) -> None:
+    key, sep, raw = item.partition("=")
+    if not sep or not key:
+        raise ConfigError(f"override {item!r}: expected dotted.key=value, e.g. replay.capacity=84")
+    node = data
+    *parents, leaf = key.strip().split(".")
+    for part in parents:
+        node = node.setdefault(part, {})
+        if not isinstance(node, dict):
+            raise ConfigError(f"override {item!r}: {part} is not a section")
+    node[leaf] = yaml.safe_load(raw)
+
+
+UNION_TAGS = {"fifo", "lifo_once", "positive_bias", "grpo", "asymre", "object_store", "nccl", "transformers", "vllm",
+         "arithmetic", "countdown", "jsonl_math"}
+
+
+def format_validation_error(e: ValidationError) -> str:
+    lines = []
+    for err in e.errors():
+        # drop pydantic's union-member names from the path: users write replay.delta, not replay.positive_bias.delta
+        loc = ".".join(str(p) for p in err["loc"] if str(p) not in UNION_TAGS and not str(p).startswith("function-"))
+        msg = err["msg"].removeprefix("Value error, ")
+        if err["type"] == "extra_forbidden":
+            msg = "unknown key; check the spelling against replay_rl/config.py"
+        got = err.get("input")
+        shown = "" if err["type"] in ("extra_forbidden", "missing") or isinstance(got, dict) else f" (got {got!r})"
+        lines.append(f"config error: {loc + ': ' if loc else ''}{msg}{shown}")
+    return "\n".join(lines)
