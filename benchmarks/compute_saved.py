@@ -198,8 +198,19 @@ def main() -> None:
     ap.add_argument("--preset", default="quick", choices=sorted(PRESETS))
     ap.add_argument("--out", default="runs/bench/compute_saved")
     ap.add_argument("--set", "-s", action="append", default=[], help="override applied to every run")
+    ap.add_argument("--seeds", type=int, help="seeds per config (default: the preset's); sensitivity keeps ≤ this")
+    ap.add_argument("--configs", help="comma-separated subset of the preset's configs (the baseline always runs)")
     args = ap.parse_args()
-    preset, out = PRESETS[args.preset], Path(args.out)
+    preset, out = dict(PRESETS[args.preset]), Path(args.out)
+    if args.seeds:
+        preset |= {"seeds": args.seeds, "sensitivity_seeds": min(args.seeds, preset["sensitivity_seeds"])}
+    if args.configs:
+        keep = set(args.configs.split(","))
+        unknown = keep - set(preset["configs"]) - set(preset["sensitivity"])
+        if unknown:
+            ap.error(f"--configs: {sorted(unknown)} not in preset {args.preset!r}; choose from "
+                     f"{sorted([*preset['configs'], *preset['sensitivity']])}")
+        preset |= {g: {n: c for n, c in preset[g].items() if n in keep} for g in ("configs", "sensitivity")}
     specs = run_specs(preset, [*STUDY_BASE, *preset["set"], *args.set], out)
 
     from replay_rl.trainer import connect, train

@@ -34,38 +34,34 @@ def plot_all(results: dict[str, list[dict]], table: dict, out: Path) -> list[str
         plt.close(fig)
         paths.append(str(out / name))
 
-    fig, ax = plt.subplots(figsize=(7, 4.5))
-    for name, runs in at_paper_mu.items():
-        curves = [curve(r) for r in runs]
-        _band(ax, [c.compute for c in curves], [c.acc for c in curves], name)
-    ax.set(xlabel=f"compute (trainer-step equivalents, μ={PAPER_MU})", ylabel="held-out greedy pass@1",
-           title="accuracy vs compute: median and IQR over seeds")
-    ax.legend(fontsize=7)
-    save(fig, "accuracy_vs_compute.png")
+    def bands(name: str, x_of, y_of, xlabel: str, ylabel: str, title: str) -> None:
+        fig, ax = plt.subplots(figsize=(7, 4.5))
+        for config, runs in at_paper_mu.items():
+            _band(ax, [np.asarray(x_of(r), float) for r in runs], [np.asarray(y_of(r), float) for r in runs], config)
+        ax.set(xlabel=xlabel, ylabel=ylabel, title=title)
+        ax.legend(fontsize=7)
+        save(fig, name)
 
-    fig, ax = plt.subplots(figsize=(7, 4.5))
-    for name, runs in at_paper_mu.items():
-        _band(ax, [np.asarray(r["tokens"], float) for r in runs], [np.asarray(r["pass@1"]) for r in runs], name)
-    ax.set(xlabel="generated completion tokens", ylabel="held-out greedy pass@1", title="accuracy vs generation")
-    ax.legend(fontsize=7)
-    save(fig, "accuracy_vs_tokens.png")
-
-    fig, ax = plt.subplots(figsize=(7, 4.5))
-    for name, runs in at_paper_mu.items():
-        _band(ax, [np.asarray(r["train_steps"], float) for r in runs], [np.asarray(r["entropy"]) for r in runs], name)
-    ax.set(xlabel="learner step", ylabel="entropy of training batches (nats/token)", title="entropy vs steps")
-    ax.legend(fontsize=7)
-    save(fig, "entropy_vs_steps.png")
+    bands("accuracy_vs_compute.png", lambda r: curve(r).compute, lambda r: r["pass@1"],
+          f"compute (trainer-step equivalents, μ={PAPER_MU})", "held-out greedy pass@1",
+          "accuracy vs compute: median and IQR over seeds")
+    bands("accuracy_vs_tokens.png", lambda r: r["tokens"], lambda r: r["pass@1"], "generated completion tokens",
+          "held-out greedy pass@1", "accuracy vs generation")
+    bands("entropy_vs_steps.png", lambda r: r["train_steps"], lambda r: r["entropy"], "learner step",
+          "entropy of training batches (nats/token)", "entropy vs steps")
 
     fig, ax = plt.subplots(figsize=(6, 4.5))
     pts = [(t["mu"], t["replay_ratio_median"], t["compute_saved_pct"], n) for n, t in table.items() if n != BASELINE]
+    seen: dict[tuple[float, float], int] = {}
     for mu, y, saved, name in pts:
+        dup = seen[(mu, round(y, 1))] = seen.get((mu, round(y, 1)), -1) + 1  # configs differing only in N
         shown = -100.0 if saved is None else saved  # never reached the baseline: bottom of the scale
-        sc = ax.scatter([mu], [y], c=[shown], cmap="RdYlGn", vmin=-100, vmax=100, s=120, edgecolors="k")
-        ax.annotate(f"{name}\n{'not reached' if saved is None else f'{saved:.0f}%'}", (mu, y), fontsize=6,
-                    xytext=(4, 4), textcoords="offset points")
+        sc = ax.scatter([mu + 0.08 * dup], [y], c=[shown], cmap="RdYlGn", vmin=-100, vmax=100, s=120, edgecolors="k")
+        ax.annotate(f"{name}: {'not reached' if saved is None else f'{saved:.0f}%'}", (mu, y), fontsize=6,
+                    xytext=(8, 4 - 10 * dup), textcoords="offset points")
     if pts:
         fig.colorbar(sc, ax=ax, label="compute saved % vs baseline")
+    ax.margins(x=0.3, y=0.15)  # room for the labels
     ax.set(xlabel="μ (generation / training cost of a batch)", ylabel="measured replay ratio (samples / insert)",
            title="where replay pays")
     save(fig, "saved_map.png")

@@ -84,7 +84,7 @@ def train(config: Optional[Path] = ConfigOpt, set_: Optional[List[str]] = SetOpt
             shown.update({k: rec[k] for k in ("eval/pass@1",) if k in rec})
             bar.update(job, completed=step, description=(
                 f"reward {rec['reward_mean']:.2f}  eval {shown.get('eval/pass@1', float('nan')):.2f}  "
-                f"K_inf {rec['k_inf']}  μ {rec['mu']:.2f}  γ {rec['gamma']:.2f}  age {rec['age_mean']:.1f}"))
+                f"compute {rec['compute']:.0f}  replay {rec['replay_ratio']:.1f}  age {rec['age_mean']:.1f}"))
 
         try:
             final = run(cfg, progress)
@@ -92,7 +92,7 @@ def train(config: Optional[Path] = ConfigOpt, set_: Optional[List[str]] = SetOpt
             typer.echo("interrupted: actors stopped, metrics so far are in " + cfg.run.output_dir, err=True)
             raise typer.Exit(130) from None
     typer.echo(json.dumps({k: final[k] for k in ("step", "output_dir", "eval/pass@1", f"eval/pass@{cfg.run.eval_k}",
-                                                 "k_inf", "k_train", "mu", "gamma", "replay_ratio") if k in final}))
+                                                 "k_inf", "k_train", "mu", "gamma", "compute", "replay_ratio") if k in final}))
 
 
 @app.command()

@@ -57,7 +57,7 @@ def bootstrap_interval(base_reach: list[float], cfg_reach: list[float], seed: in
     rng = np.random.default_rng(seed)
     b, c = np.asarray(base_reach, float), np.asarray(cfg_reach, float)
     stats = [saved_fraction(list(rng.choice(b, len(b))), list(rng.choice(c, len(c)))) for _ in range(draws)]
-    lo, hi = np.percentile(stats, [50 * (1 - level), 50 * (1 + level)])
+    lo, hi = np.percentile(stats, [50 * (1 - level), 50 * (1 + level)], method="nearest")  # −inf safe
     return float(lo), float(hi)
 
 
