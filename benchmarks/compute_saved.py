@@ -200,6 +200,8 @@ def main() -> None:
     ap.add_argument("--set", "-s", action="append", default=[], help="override applied to every run")
     ap.add_argument("--seeds", type=int, help="seeds per config (default: the preset's); sensitivity keeps ≤ this")
     ap.add_argument("--configs", help="comma-separated subset of the preset's configs (the baseline always runs)")
+    ap.add_argument("--report-only", action="store_true",
+                    help="run nothing: summarise the finished runs already in --out (a study stopped part-way)")
     args = ap.parse_args()
     preset, out = dict(PRESETS[args.preset]), Path(args.out)
     if args.seeds:
@@ -216,13 +218,17 @@ def main() -> None:
     from replay_rl.trainer import connect, train
     from replay_rl.warmstart import ensure_model
 
-    connect(specs[0][2])  # one Ray session for all runs
-    ensure_model(specs[0][2])  # the shared warm-started model, built once
+    if args.report_only:  # a run is finished once it wrote replay_stats.json
+        specs = [s for s in specs if (Path(s[2].run.output_dir) / "replay_stats.json").is_file()]
+    else:
+        connect(specs[0][2])  # one Ray session for all runs
+        ensure_model(specs[0][2])  # the shared warm-started model, built once
     results: dict[str, list[dict]] = {}
     t0 = time.perf_counter()
     for i, (name, seed, cfg) in enumerate(specs):
         t1 = time.perf_counter()
-        train(cfg)
+        if not args.report_only:
+            train(cfg)
         run = load_run(cfg)
         results.setdefault(name, []).append(run)
         done, total = time.perf_counter() - t0, len(specs)

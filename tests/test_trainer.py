@@ -38,7 +38,9 @@ def test_cli_train_replay_mode_writes_metrics(warm_model, tmp_path):
     rows = read_metrics(out / "metrics.jsonl", "train")
     assert [r["step"] for r in rows] == [1, 2, 3, 4]
     assert all(r["mu"] > 0 and r["gamma"] > 0 and "age_mean" in r and "clip_fraction" in r for r in rows)
-    assert len(read_metrics(out / "metrics.jsonl", "eval")) == 2
+    # an eval at step 0 (where RL starts) and every run.eval_every steps; compute on the paper's axis
+    assert [r["step"] for r in read_metrics(out / "metrics.jsonl", "eval")] == [0, 2, 4]
+    assert rows[-1]["compute"] == pytest.approx((rows[-1]["k_train"] + 5.28 * rows[-1]["k_inf"]) / 32)
     assert json.loads((out / "config.json").read_text())["replay"]["type"] == "fifo"
 
 
@@ -79,6 +81,20 @@ def test_on_policy_mode_uses_each_rollout_once(ray_cluster, warm_model, tmp_path
     assert final["step"] == 4 and final["evicted_consumed"] == 4 * 32
     rows = read_metrics(tmp_path / "op" / "metrics.jsonl", "train")
     assert all(r["reuse_mean"] == 1.0 for r in rows)
+
+
+def test_ladder_rung_one_fifo_at_replay_ratio_one_is_the_baseline(ray_cluster, warm_model, tmp_path):
+    """The sanity ladder's first rung, mechanically: a FIFO of N=B paced at replay ratio 1 (μ·T/W = 1) refills with
+    one fresh batch per step, so every rollout is used once and the batch is at most lead_steps−1 versions old."""
+    path, _ = warm_model
+    out = tmp_path / "rung1"
+    final = train(run_cfg(path, out, "replay.capacity=32", "run.steps=6",
+                          "cluster.emulate={mu: 1.0, generators: 3, learners: 3}"))
+    rows = read_metrics(out / "metrics.jsonl", "train")
+    assert final["step"] == 6 and all(r["reuse_mean"] == 1.0 and r["age_mean"] <= 1.0 for r in rows)
+    assert final["replay_ratio"] <= 1.0
+    # compute = (K_train + μ·K_inf)/B: with μ=1 and each rollout used once, two trainer-step equivalents a step
+    assert final["compute"] == pytest.approx((final["k_train"] + final["k_inf"]) / 32)
 
 
 def test_broadcast_weight_sync_end_to_end(ray_cluster, warm_model, tmp_path):
