@@ -17,6 +17,7 @@ from __future__ import annotations
 import argparse
 import json
 import math
+import shutil
 import sys
 import time
 from pathlib import Path
@@ -201,7 +202,8 @@ def main() -> None:
     ap.add_argument("--seeds", type=int, help="seeds per config (default: the preset's); sensitivity keeps ≤ this")
     ap.add_argument("--configs", help="comma-separated subset of the preset's configs (the baseline always runs)")
     ap.add_argument("--report-only", action="store_true",
-                    help="run nothing: summarise the finished runs already in --out (a study stopped part-way)")
+                    help="run nothing: summarise the finished runs already in --out (a study stopped part-way); "
+                         "without it, finished runs in --out are kept and only the rest run")
     args = ap.parse_args()
     preset, out = dict(PRESETS[args.preset]), Path(args.out)
     if args.seeds:
@@ -227,7 +229,9 @@ def main() -> None:
     t0 = time.perf_counter()
     for i, (name, seed, cfg) in enumerate(specs):
         t1 = time.perf_counter()
-        if not args.report_only:
+        finished = (Path(cfg.run.output_dir) / "replay_stats.json").is_file()
+        if not finished:  # a rerun continues a stopped study: finished runs are kept, a partial one starts over
+            shutil.rmtree(cfg.run.output_dir, ignore_errors=True)
             train(cfg)
         run = load_run(cfg)
         results.setdefault(name, []).append(run)

@@ -256,7 +256,8 @@ class EmulatedClusterConfig(_Section):
     """Emulated T: training GPUs per node."""
     lead_steps: int = Field(2, ge=1)
     """How many learner steps of rollouts generators may have produced ahead of the learner. 1: generate, then
-    train, strictly in turn (age 0); 2: generation of the next batch overlaps training on this one (age ≈ 1)."""
+    train, strictly in turn (age 0); 2: generation of the next batch overlaps training on this one (age ≈ 1).
+    A buffer keeps the lead only beside one batch (N − B rollouts); with N = B generation and training take turns."""
 
 
 class ClusterConfig(_Section):

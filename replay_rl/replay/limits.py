@@ -61,26 +61,30 @@ class Unlimited:
 
 class Pace:
     """The emulated cluster's schedule (cluster.emulate): generation runs at R = B / replay_ratio rollouts per
-    learner step, never more than `lead_steps` steps ahead of the learner, and the learner never takes a step
-    before the rollouts the schedule owes it exist. Both sides read the same two functions of the learner
-    version, so they cannot wait on each other: budget(v) − required(v) = R·lead_steps ≥ R > 0.
+    learner step, never more than `lead_steps` steps ahead of the learner, and the learner takes no step before
+    that step's R rollouts exist (so, like a GPU cluster at steady state, every step sees R fresh ones). Both
+    sides read the same two functions of the learner version, so they cannot wait on each other:
+    budget(v) − required(v) = min(R·(lead_steps − 1), N − B) ≥ 0: generators may always produce what is required.
 
     fill: rollouts needed before the first step can sample a batch: B − R for a buffer that keeps what it
     returns (so budget(0) with lead 1 is exactly B), 0 for a consume-once queue (R = B there anyway).
     """
 
-    def __init__(self, batch_size: int, replay_ratio: float, lead_steps: int, consumes_once: bool) -> None:
+    def __init__(self, batch_size: int, replay_ratio: float, lead_steps: int, consumes_once: bool,
+                 capacity: int) -> None:
         self.rollouts_per_step = batch_size / replay_ratio
         self.fill = 0.0 if consumes_once else max(0.0, batch_size - self.rollouts_per_step)
-        self.lead_steps = lead_steps
+        # the lead must fit in the buffer beside one batch, or FIFO evicts rollouts before their first use and the
+        # learner, owed nothing new, samples the same ones again: a buffer of N = B runs in strict turns
+        self.lead = min(self.rollouts_per_step * (lead_steps - 1), float(capacity - batch_size))
 
     def budget(self, version: int) -> float:
         """Rollouts all generators together may have started once the learner published `version`."""
-        return self.fill + self.rollouts_per_step * (version + self.lead_steps)
+        return self.required(version) + self.lead
 
     def required(self, version: int) -> float:
         """Rollouts that must have been inserted before the learner updates weights of `version`."""
-        return self.fill + self.rollouts_per_step * version
+        return self.fill + self.rollouts_per_step * (version + 1)
 
 
 class PacedLimiter:

@@ -145,18 +145,21 @@ def test_state_round_trip_preserves_items_and_counters():
 def test_pace_gives_generators_a_lead_the_learner_never_waits_past():
     from replay_rl.replay.limits import Pace, PacedLimiter
 
-    replay = Pace(batch_size=128, replay_ratio=3.2, lead_steps=2, consumes_once=False)
+    replay = Pace(batch_size=128, replay_ratio=3.2, lead_steps=2, consumes_once=False, capacity=1280)
     assert replay.rollouts_per_step == 40 and replay.fill == 88
     assert replay.budget(0) == 128 + 40          # one batch to start, plus one step of lead
-    for v in range(50):                          # generators may always be R·lead ahead of what the learner needs
-        assert replay.budget(v) - replay.required(v) == 80
-    once = Pace(batch_size=128, replay_ratio=1.0, lead_steps=2, consumes_once=True)
-    assert once.fill == 0 and once.budget(3) == 128 * 5 and once.required(3) == 128 * 3
+    assert replay.required(0) == 128             # the first step waits for a full batch
+    for v in range(50):                          # generators may always be R·(lead − 1) ahead of the learner's need
+        assert replay.budget(v) - replay.required(v) == 40
+    once = Pace(batch_size=128, replay_ratio=1.0, lead_steps=2, consumes_once=True, capacity=1024)
+    assert once.fill == 0 and once.budget(3) == 128 * 5 and once.required(3) == 128 * 4
+    tight = Pace(batch_size=128, replay_ratio=3.2, lead_steps=2, consumes_once=False, capacity=128)
+    assert tight.budget(5) == tight.required(5)  # N = B: no room for a lead, generation and learning take turns
     shard = PacedLimiter(replay, shards=2)       # each of 2 shards is owed half
-    shard.record(inserts=103)                    # version 3 is owed (88 + 3·40) / 2 = 104
-    assert shard.can_sample(64, consumer_version=3) is False and "owed to this shard" in shard.why_blocked(3)
+    shard.record(inserts=103)                    # version 2 is owed (88 + 3·40) / 2 = 104
+    assert shard.can_sample(64, consumer_version=2) is False and "owed to this shard" in shard.why_blocked(2)
     shard.record(inserts=1)
-    assert shard.can_sample(64, consumer_version=3) and shard.can_insert(10**6)
+    assert shard.can_sample(64, consumer_version=2) and shard.can_insert(10**6)
     t = table_from_config(RunConfig.load(None, ["learner.batch_size=8", "replay.capacity=8", "cluster.learners=1"]
                                          ).replay, 8, max_sample=8, max_insert=16, seed=0, pace=replay)
     assert isinstance(t.limiter, PacedLimiter)
