@@ -51,7 +51,7 @@ class GeneratorImpl:
         self.params = sampling_params(cfg.generation)
         self.pace = pace_for(cfg)  # None: generate as fast as the hardware allows
         self._stop = False
-        self._groups = self._rollouts = self._loads = 0
+        self._groups = self._rollouts = self._loads = self._calls = 0
         self._busy = self._load_s = 0.0
         self._t0 = self._last_poll = time.perf_counter()
 
@@ -76,10 +76,13 @@ class GeneratorImpl:
             self.refresh_weights()
 
     def wait_for_budget(self) -> bool:
-        """Emulated cluster: wait (picking up new weights) while this generator's share of the pace budget is
-        spent, so rollouts are generated just before they are owed, from the newest weights. False once stopped."""
-        while self.pace is not None and not self._stop and \
-                self._rollouts >= self.pace.budget(self.backend.version) / self.cfg.cluster.generators:
+        """Emulated cluster: wait (picking up new weights) until the pace budget reaches this generator's next call,
+        so rollouts are generated just before they are owed, from the newest weights. False once stopped."""
+        # calls are dealt round-robin: this generator's next call is call number calls·W + id of all generators',
+        # and may start while its first rollout is within the budget (so the W of them overshoot by < one call)
+        g = self.cfg.generation
+        first = (self._calls * self.cfg.cluster.generators + self.id) * g.prompts_per_call * g.group_size
+        while self.pace is not None and not self._stop and first >= self.pace.budget(self.backend.version):
             time.sleep(0.005)
             self.refresh_weights()
         return not self._stop
@@ -88,6 +91,7 @@ class GeneratorImpl:
         """One backend call: prompts_per_call groups of G rollouts, scored and inserted. Returns rollouts made."""
         if not self.wait_for_budget():
             return 0
+        self._calls += 1
         self.refresh_weights()
         problems = self.task.sample_train(self.cfg.generation.prompts_per_call, self.rng)
         prompts = encode_prompts(self.tokenizer, problems)
