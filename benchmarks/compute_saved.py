@@ -227,18 +227,21 @@ def main() -> None:
         ensure_model(specs[0][2])  # the shared warm-started model, built once
     results: dict[str, list[dict]] = {}
     t0 = time.perf_counter()
-    for i, (name, seed, cfg) in enumerate(specs):
+    todo = [not (Path(cfg.run.output_dir) / "replay_stats.json").is_file() for _, _, cfg in specs]
+    trained = 0
+    for i, ((name, seed, cfg), run_it) in enumerate(zip(specs, todo)):
         t1 = time.perf_counter()
-        finished = (Path(cfg.run.output_dir) / "replay_stats.json").is_file()
-        if not finished:  # a rerun continues a stopped study: finished runs are kept, a partial one starts over
+        if run_it:  # a rerun continues a stopped study: finished runs are kept, a partial one starts over
             shutil.rmtree(cfg.run.output_dir, ignore_errors=True)
             train(cfg)
+            trained += 1
         run = load_run(cfg)
         results.setdefault(name, []).append(run)
-        done, total = time.perf_counter() - t0, len(specs)
-        print(f"[{i + 1}/{total}] {name} seed {seed}: {cfg.run.steps} steps in {time.perf_counter() - t1:.0f} s, "
+        done, left = time.perf_counter() - t0, sum(todo[i + 1:])
+        how = f"{cfg.run.steps} steps in {time.perf_counter() - t1:.0f} s" if run_it else "finished earlier"
+        print(f"[{i + 1}/{len(specs)}] {name} seed {seed}: {how}, "
               f"pass@1 {run['pass@1'][0]:.3f} → {run['pass@1'][-1]:.3f}, compute {run['compute'][-1]:.0f}; "
-              f"{done / 60:.1f} min so far, ~{done / (i + 1) * (total - i - 1) / 60:.1f} min left",
+              f"{done / 60:.1f} min so far, ~{done / max(trained, 1) * left / 60:.1f} min left",
               file=sys.stderr, flush=True)
     k = specs[0][2].run.eval_k
     table = summarise(results, k)

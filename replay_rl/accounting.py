@@ -10,6 +10,7 @@ rollout generated, used or not, and equals steps·(1+W/T) with a buffer and step
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 
 
@@ -44,7 +45,7 @@ class ComputeLedger:
     @property
     def compute(self) -> float:
         """Trainer-step equivalents spent: (K_train + μ·K_inf) / B."""
-        if self.mu != self.mu:  # NaN before both roles have counted anything
+        if math.isnan(self.mu):  # before both roles have counted anything
             return float(self.k_train) / self.batch_size
         return (self.k_train + self.mu * self.k_inf) / self.batch_size
 
@@ -57,7 +58,8 @@ class ComputeLedger:
         w, t = self.generators, self.learners
         idle = lambda busy, n: max(0.0, n * self.wall_s - busy)  # noqa: E731
         return {"k_inf": self.k_inf, "k_train": self.k_train, "tokens": self.tokens, "mu": self.mu,
-                "gamma": self.gamma, "compute": self.compute, "active_s": self.active_s, "generator_busy_s": self.generator_busy_s,
+                "gamma": self.gamma, "compute": self.compute, "active_s": self.active_s,
+                "generator_busy_s": self.generator_busy_s,
                 "generator_idle_s": idle(self.generator_busy_s, w), "learner_busy_s": self.learner_busy_s,
                 "learner_idle_s": idle(self.learner_busy_s, t), "wall_s": self.wall_s, "sync_s": self.sync_s,
                 "sync_bytes": self.sync_bytes, **self.extra}

@@ -96,8 +96,12 @@ class PacedLimiter:
         self.inserts = 0
         self.samples = 0
 
+    def owed(self, consumer_version: int) -> int:
+        """This shard's share of the rollouts the schedule owes the learner before it updates `consumer_version`."""
+        return int(self.pace.required(consumer_version) / self.shards)
+
     def can_sample(self, n: int, consumer_version: int = 0) -> bool:
-        return self.inserts >= int(self.pace.required(consumer_version) / self.shards)
+        return self.inserts >= self.owed(consumer_version)
 
     def can_insert(self, k: int) -> bool:
         return True
@@ -107,5 +111,5 @@ class PacedLimiter:
         self.samples += samples
 
     def why_blocked(self, consumer_version: int = 0) -> str:
-        return (f"emulated cluster pace: {self.inserts} inserted < {int(self.pace.required(consumer_version) / self.shards)}"
-                f" owed to this shard by learner version {consumer_version} (R={self.pace.rollouts_per_step:.1f}/step)")
+        return (f"emulated cluster pace: {self.inserts} inserted < {self.owed(consumer_version)} owed to this shard by "
+                f"learner version {consumer_version} (R={self.pace.rollouts_per_step:.1f}/step)")
