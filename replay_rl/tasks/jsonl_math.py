@@ -37,6 +37,20 @@ def load_rows(path: Path) -> list[dict]:
     return rows
 
 
+def problem_from_row(row: dict, line: int, cfg: JsonlMathTaskConfig) -> Problem:
+    """One checked row: both fields present and non-empty, so no problem is unanswerable (an empty gold answer could
+    never be rewarded, and would only add zero-advantage groups)."""
+    for name, field in (("question_field", cfg.question_field), ("answer_field", cfg.answer_field)):
+        if field not in row:
+            raise KeyError(f"task.{name}: {field!r} is not a column of {cfg.path} (row {line}); "
+                           f"its columns are {sorted(row)}")
+    question, answer = str(row[cfg.question_field]).strip(), reference_answer(row[cfg.answer_field])
+    if not question or not answer:
+        empty = "question" if not question else "answer"
+        raise ValueError(f"task.path {cfg.path}:{line}: empty {empty}; remove the row or fill it in")
+    return Problem(cfg.prompt_template.format(question=row[cfg.question_field]), answer, str(row[cfg.question_field]))
+
+
 def reference_answer(raw: object) -> str:
     text = str(raw)
     if "####" in text:  # GSM8K puts the final answer after ####
@@ -52,7 +66,7 @@ def last_boxed(text: str) -> str | None:
     for j in range(i, len(text)):
         depth += {"{": 1, "}": -1}.get(text[j], 0)
         if depth < 0:
-            return text[i:j].strip()
+            return text[i:j].strip()  # may be "": the caller treats an empty box as no answer
     return None
 
 
@@ -80,12 +94,7 @@ class JsonlMathTask:
         rows = load_rows(Path(cfg.path))
         if not rows:
             raise ValueError(f"task.path {cfg.path}: no rows")
-        for field in (cfg.question_field, cfg.answer_field):
-            if field not in rows[0]:
-                raise KeyError(f"task.{'question' if field == cfg.question_field else 'answer'}_field: {field!r} "
-                               f"is not a column of {cfg.path}; columns are {sorted(rows[0])}")
-        problems = [Problem(cfg.prompt_template.format(question=r[cfg.question_field]),
-                            reference_answer(r[cfg.answer_field]), str(r[cfg.question_field])) for r in rows]
+        problems = [problem_from_row(r, n, cfg) for n, r in enumerate(rows, 1)]
         self._eval = [p for p in problems if in_eval_split(p.key, seed, cfg.eval_fraction)]
         self._train = [p for p in problems if not in_eval_split(p.key, seed, cfg.eval_fraction)]
         if not self._train or not self._eval:
@@ -104,7 +113,7 @@ class JsonlMathTask:
 
     def reward(self, problem: Problem, completion: str) -> float:
         pred = extract_answer(completion)
-        if pred is None:
+        if pred is None or not pred.strip():  # an empty box is no answer, whatever a checker makes of it
             return 0.0
         if self._verify is not None:
             return 1.0 if self._verify(problem.answer, pred) else 0.0

@@ -62,3 +62,33 @@ class BrokenTask:
 def test_bad_reward_values_fail_loudly(completion):
     with pytest.raises(RewardError, match="task 'broken'.*finite float in \\[0, 1\\]"):
         checked_reward(BrokenTask(), Problem("x", "y", "x"), completion)
+
+
+def test_jsonl_math_empty_box_never_scores(tmp_path):
+    path = tmp_path / "m.jsonl"
+    path.write_text("\n".join(json.dumps({"question": f"q{i}", "answer": str(i)}) for i in range(50)))
+    task = make_task(JsonlMathTaskConfig(path=str(path), eval_fraction=0.2), seed=0)
+    p = task.eval_problems()[0]
+    for hack in ("\\boxed{}", "\\boxed{   }", f"{p.answer} then \\boxed{{}}"):
+        assert task.reward(p, hack) == 0.0, hack
+    assert task.reward(p, f"\\boxed{{ {p.answer} }}") == 1.0
+
+
+@pytest.mark.parametrize("bad_row, message", [
+    ({"question": "q", "answer": ""}, r"m.jsonl:3: empty answer"),
+    ({"question": "q", "answer": "#### "}, r"m.jsonl:3: empty answer"),
+    ({"question": "  ", "answer": "4"}, r"m.jsonl:3: empty question"),
+])
+def test_jsonl_math_rejects_empty_fields_at_load(tmp_path, bad_row, message):
+    rows = [{"question": "a", "answer": "1"}, {"question": "b", "answer": "2"}, bad_row]
+    path = tmp_path / "m.jsonl"
+    path.write_text("\n".join(json.dumps(r) for r in rows))
+    with pytest.raises(ValueError, match=message):
+        make_task(JsonlMathTaskConfig(path=str(path)), seed=0)
+
+
+def test_jsonl_math_names_the_row_missing_a_field(tmp_path):
+    path = tmp_path / "m.jsonl"
+    path.write_text(json.dumps({"question": "a", "answer": "1"}) + "\n" + json.dumps({"question": "b"}))
+    with pytest.raises(KeyError, match=r"task.answer_field: 'answer' is not a column .* \(row 2\)"):
+        make_task(JsonlMathTaskConfig(path=str(path)), seed=0)
