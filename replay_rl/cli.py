@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+from contextlib import contextmanager
 from pathlib import Path
 from typing import List, Optional
 
@@ -18,14 +19,22 @@ ConfigOpt = typer.Option(None, "--config", "-c", help="YAML config; default: the
 SetOpt = typer.Option(None, "--set", "-s", help="dotted override, e.g. --set replay.capacity=84 (repeatable)")
 
 
-def _load(config: Optional[Path], overrides: Optional[List[str]]):
-    from replay_rl.config import ConfigError, RunConfig
+@contextmanager
+def _config_errors_exit_2():
+    from replay_rl.config import ConfigError
 
     try:
-        return RunConfig.load(config, overrides or [])
+        yield
     except ConfigError as e:
         typer.echo(str(e), err=True)
         raise typer.Exit(2) from None
+
+
+def _load(config: Optional[Path], overrides: Optional[List[str]]):
+    from replay_rl.config import RunConfig
+
+    with _config_errors_exit_2():
+        return RunConfig.load(config, overrides or [])
 
 
 @app.command("init-model")
@@ -60,8 +69,12 @@ def eval_(model: Optional[Path] = typer.Argument(None, help="HF model folder; de
     from replay_rl.models import load_tokenizer
     from replay_rl.tasks import make_task
 
+    from replay_rl.preflight import check_model_folder
+
     cfg = _load(config, set_)
     path = model or Path(cfg.model.path)
+    with _config_errors_exit_2():
+        check_model_folder(path, "MODEL" if model else "model.path")
     backend = HFBackend(str(path), cfg.model.dtype)
     result = evaluate_for_run(backend, load_tokenizer(path), make_task(cfg.task, cfg.run.seed), cfg, k)
     typer.echo(json.dumps(result))
@@ -72,9 +85,12 @@ def train(config: Optional[Path] = ConfigOpt, set_: Optional[List[str]] = SetOpt
     """Run W generators, T DeepSpeed learner ranks and T replay shards on Ray (the embedded tiny CPU run by default)."""
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
-    from replay_rl.trainer import train as run
+    from replay_rl.preflight import preflight
+    from replay_rl.trainer import describe_failure, train as run
 
     cfg = _load(config, set_)
+    with _config_errors_exit_2():
+        preflight(cfg)  # before the bar and before Ray: a bad input is one line and exit 2
     shown: dict = {}
     with Progress(TextColumn("[bold]train"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
                   TextColumn("{task.description}")) as bar:
@@ -87,10 +103,16 @@ def train(config: Optional[Path] = ConfigOpt, set_: Optional[List[str]] = SetOpt
                 f"compute {rec['compute']:.0f}  replay {rec['replay_ratio']:.1f}  age {rec['age_mean']:.1f}"))
 
         try:
-            final = run(cfg, progress)
+            with _config_errors_exit_2():
+                final = run(cfg, progress)
+        except typer.Exit:
+            raise
         except KeyboardInterrupt:  # run() has already stopped every actor and Ray in its finally
-            typer.echo("interrupted: actors stopped, metrics so far are in " + cfg.run.output_dir, err=True)
+            typer.echo("stopped: actors and Ray shut down, metrics so far are in " + cfg.run.output_dir, err=True)
             raise typer.Exit(130) from None
+        except Exception as e:  # noqa: BLE001 - one line here, the whole traceback in the run folder
+            typer.echo(f"run failed: {describe_failure(e, Path(cfg.run.output_dir) / 'error.log')}", err=True)
+            raise typer.Exit(1) from None
     typer.echo(json.dumps({k: final[k] for k in ("step", "output_dir", "eval/pass@1", f"eval/pass@{cfg.run.eval_k}",
                                                  "k_inf", "k_train", "mu", "gamma", "compute", "replay_ratio") if k in final}))
 

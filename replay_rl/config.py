@@ -13,7 +13,7 @@ from typing import Annotated, Any, Literal, Union
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
-from replay_rl.config_errors import ConfigError, apply_override, format_validation_error
+from replay_rl.config_errors import ConfigError, apply_override, format_validation_error, parse_yaml
 
 
 class _Section(BaseModel):
@@ -289,7 +289,12 @@ class RunSettings(_Section):
     eval_k: int = Field(4, ge=1)
     checkpoint_every: int | None = Field(None, ge=1)
     resume_from: str | None = None
-    """A checkpoint directory written by a previous run."""
+    """A checkpoints/step_N folder written by a previous run, or 'auto': the newest complete checkpoint in output_dir
+    (a fresh start when there is none). Metrics rows after the checkpoint's step are dropped from metrics.jsonl."""
+    max_generator_restarts: int = Field(3, ge=0)
+    """Generators that die (actor lost, OOM-killed) are replaced this many times in a run; then the run stops."""
+    stall_timeout_s: float = Field(120.0, gt=0)
+    """Seconds without a finished learner step before the run stops with one line naming who waits on what."""
 
 
 class RunConfig(_Section):
@@ -360,7 +365,7 @@ class RunConfig(_Section):
             p = Path(path)
             if not p.is_file():
                 raise ConfigError(f"config file {str(p)!r} not found; pass an existing YAML, e.g. configs/tiny_cpu.yaml")
-            data = yaml.safe_load(p.read_text()) or {}
+            data = parse_yaml(p.read_text(), str(p)) or {}
             if not isinstance(data, dict):
                 raise ConfigError(f"{p}: top level must be a mapping of sections (model:, replay:, ...)")
         for item in overrides or []:

@@ -22,7 +22,18 @@ def apply_override(data: dict[str, Any], item: str) -> None:
         node = node.setdefault(part, {})
         if not isinstance(node, dict):
             raise ConfigError(f"override {item!r}: {part} is not a section")
-    node[leaf] = yaml.safe_load(raw)
+    node[leaf] = parse_yaml(raw, f"--set {item!r}")
+
+
+def parse_yaml(text: str, source: str) -> Any:
+    """yaml.safe_load, but a syntax error is one line naming source:line:column."""
+    try:
+        return yaml.safe_load(text)
+    except yaml.YAMLError as e:
+        mark = getattr(e, "problem_mark", None)
+        where = f"{source}:{mark.line + 1}:{mark.column + 1}" if mark is not None else source
+        problem = getattr(e, "problem", None) or str(e).splitlines()[0]
+        raise ConfigError(f"{where}: YAML syntax error: {problem}") from None
 
 
 UNION_TAGS = {"fifo", "lifo_once", "positive_bias", "grpo", "asymre", "object_store", "nccl", "transformers", "vllm",

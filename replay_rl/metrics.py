@@ -8,10 +8,17 @@ from pathlib import Path
 
 
 class MetricsSink:
-    def __init__(self, output_dir: str | Path) -> None:
+    def __init__(self, output_dir: str | Path, keep_through_step: int | None = None) -> None:
+        """keep_through_step: a resumed run's checkpoint step; rows after it are dropped, since the resumed run
+        writes those steps again (the file stays monotone in step, one row per step and kind)."""
         self.dir = Path(output_dir)
         self.dir.mkdir(parents=True, exist_ok=True)
-        self._file = (self.dir / "metrics.jsonl").open("a")
+        path = self.dir / "metrics.jsonl"
+        if keep_through_step is not None and path.is_file():
+            rows = [line for line in path.read_text().splitlines()
+                    if line.strip() and json.loads(line)["step"] <= keep_through_step]
+            path.write_text("".join(row + "\n" for row in rows))
+        self._file = path.open("a")
         try:
             from torch.utils.tensorboard import SummaryWriter
             self._tb = SummaryWriter(str(self.dir / "tb"))

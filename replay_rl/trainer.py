@@ -9,97 +9,20 @@ from __future__ import annotations
 
 import json
 import os
+import signal
+import threading
 import time
-from dataclasses import dataclass
 from pathlib import Path
 
 import ray
 
 from replay_rl.accounting import ComputeLedger
+from replay_rl.checkpoints import resolve_resume
 from replay_rl.config import RunConfig
-from replay_rl.evaluator import Evaluator
-from replay_rl.generation.generator import Generator
-from replay_rl.learner.group import LearnerGroup
 from replay_rl.metrics import MetricsSink
-from replay_rl.replay.client import ReplayClient, create_shards
-from replay_rl.replay.table import TableStats
-from replay_rl.sync.object_store import WeightBoard
+from replay_rl.preflight import check_fits, preflight
+from replay_rl.roles import build
 from replay_rl.warmstart import ensure_model
-
-
-@dataclass
-class Roles:
-    cfg: RunConfig
-    replay: ReplayClient
-    board: object
-    eval_board: object
-    learners: LearnerGroup
-    generators: list
-    evaluator: object
-    runs: list | None = None
-
-    def start_generators(self) -> None:
-        self.runs = [g.run.remote() for g in self.generators]
-
-    def learner_step(self, consumer_version: int) -> dict[str, float]:
-        """learners.step, but a generator or a rank that dies meanwhile fails the run now, instead of leaving the
-        other ranks waiting in the allreduce or the shard until their timeouts."""
-        pending = self.learners.step_async(consumer_version)
-        while True:
-            ready, waiting = ray.wait(pending, num_returns=len(pending), timeout=1.0)
-            if not waiting:
-                return self.learners.gather_step(pending)
-            ray.get(ready)
-            self.raise_if_generator_died()
-
-    def raise_if_generator_died(self) -> None:
-        done, _ = ray.wait(self.runs, num_returns=len(self.runs), timeout=0)
-        if done:
-            ray.get(done)  # re-raises the generator's exception in the driver
-            raise RuntimeError("a generator stopped on its own; see its log")
-
-    def evaluate(self, step: int) -> dict[str, float]:
-        """Publish the current weights to the evaluator's own board, then score them on the eval split."""
-        self.learners.publish(version=step, for_eval=True)
-        return {f"eval/{k}": v for k, v in ray.get(self.evaluator.evaluate_latest.remote()).items()}
-
-    def update(self, ledger: ComputeLedger, replay: TableStats, learner: dict[str, float],
-               sync: dict[str, float] | None) -> None:
-        gens = ray.get([g.stats.remote() for g in self.generators])
-        ledger.k_inf = replay.inserts
-        ledger.k_train += self.cfg.learner.batch_size
-        ledger.tokens = sum(g.tokens for g in gens)
-        ledger.generator_busy_s = sum(g.busy_s for g in gens)
-        ledger.extra["generator_version_min"] = min(g.version for g in gens)  # how far behind the slowest one is
-        ledger.learner_busy_s = learner["learner_busy_s"] * self.cfg.cluster.learners
-        if sync:
-            ledger.sync_s += sync["publish_s"]
-            ledger.sync_bytes += sync["publish_bytes"]
-
-    def checkpoint(self, out: Path, step: int, ledger: ComputeLedger) -> Path:
-        path = out / "checkpoints" / f"step_{step}"
-        self.learners.save(str(path), tag=f"step_{step}")
-        self.replay.snapshot(path / "replay")  # each shard snapshots atomically under its own lock
-        (path / "trainer_state.json").write_text(json.dumps({"step": step, "ledger": ledger.__dict__}))
-        return path
-
-    def resume(self, path: str, ledger: ComputeLedger) -> int:
-        state = json.loads((Path(path) / "trainer_state.json").read_text())
-        step = state["step"]
-        self.learners.load(path, tag=f"step_{step}")
-        self.replay.restore(Path(path) / "replay")
-        ledger.__dict__.update(state["ledger"])
-        self.learners.publish(version=step)
-        return step
-
-    def shutdown(self) -> None:
-        for g in self.generators:
-            g.stop.remote()
-        if self.runs:
-            ray.wait(self.runs, num_returns=len(self.runs), timeout=30)
-        for actor in [*self.generators, self.evaluator, self.board, self.eval_board, *self.replay.shards]:
-            ray.kill(actor)
-        self.learners.shutdown()
 
 
 def connect(cfg: RunConfig) -> bool:
@@ -117,32 +40,6 @@ def connect(cfg: RunConfig) -> bool:
     return local
 
 
-def check_fits(cfg: RunConfig, resources: dict[str, float]) -> None:
-    c = cfg.cluster
-    gpus = c.generators * c.gpus_per_generator + c.learners * c.gpus_per_learner
-    cpus = (c.generators + c.learners + 1) * c.cpus_per_actor
-    if gpus > resources.get("GPU", 0) or cpus > resources.get("CPU", 0):
-        raise RuntimeError(f"cluster too small for W={c.generators}, T={c.learners}: needs {gpus:g} GPUs and {cpus:g} "
-                           f"CPUs, the Ray cluster has {resources.get('GPU', 0):g} GPUs and {resources.get('CPU', 0):g}"
-                           " CPUs; lower cluster.generators / cluster.learners or add nodes")
-
-
-def build(cfg: RunConfig, model_path: str) -> Roles:
-    c = cfg.cluster
-    shards = create_shards(cfg)
-    board, eval_board = WeightBoard.remote(), WeightBoard.remote()
-    learners = LearnerGroup(cfg, model_path, shards, board, eval_board)
-    generators = [Generator.options(num_cpus=c.cpus_per_actor, num_gpus=c.gpus_per_generator).remote(
-        cfg, i, model_path, shards, board) for i in range(c.generators)]
-    if cfg.sync.type == "nccl":  # rank 0 of the learners + every generator form one broadcast group
-        host, port = ray.get(learners.ranks[0].address.remote())
-        world = c.generators + 1
-        ray.get([learners.ranks[0].join_weight_group.remote(host, port, world),
-                 *[g.join_weight_group.remote(host, port, i + 1, world) for i, g in enumerate(generators)]])
-    evaluator = Evaluator.options(num_cpus=0).remote(cfg, model_path, eval_board)
-    return Roles(cfg, ReplayClient(shards), board, eval_board, learners, generators, evaluator)
-
-
 def ledger_for(cfg: RunConfig) -> ComputeLedger:
     """The run's ledger: the emulated W, T and μ under cluster.emulate, else the real W and T with μ from counts."""
     e, c = cfg.cluster.emulate, cfg.cluster
@@ -153,19 +50,20 @@ def ledger_for(cfg: RunConfig) -> ComputeLedger:
 
 def train(cfg: RunConfig, progress=None) -> dict:
     """Run training; returns the final record (eval scores + ledger). progress(step, record) is called per step."""
+    preflight(cfg)  # bad inputs fail here, in one line, before Ray starts
     out = Path(cfg.run.output_dir)
     out.mkdir(parents=True, exist_ok=True)
-    if cfg.run.resume_from and not (Path(cfg.run.resume_from) / "trainer_state.json").is_file():
-        raise FileNotFoundError(f"run.resume_from={cfg.run.resume_from}: not a checkpoint (no trainer_state.json); "
-                                "pass a checkpoints/step_N folder written by a previous run")
+    resume = resolve_resume(cfg.run.resume_from, out)
     cfg.dump_json(out / "config.json")
     owns_ray = connect(cfg)  # first: a cluster too small for W/T fails before any model work
+    stop_on_sigterm()
     model_path = str(ensure_model(cfg).resolve())
-    sink, ledger = MetricsSink(out), ledger_for(cfg)
-    roles = None
+    ledger = ledger_for(cfg)
+    sink, roles = None, None
     try:
         roles = build(cfg, model_path)
-        start = roles.resume(cfg.run.resume_from, ledger) if cfg.run.resume_from else 0
+        start = roles.resume(resume, ledger) if resume else 0
+        sink = MetricsSink(out, keep_through_step=start if resume else -1)  # a fresh run starts a fresh file
         t0 = time.perf_counter() - ledger.wall_s
         if start == 0:  # where RL starts from, so every run reports before → after
             sink.log(0, "eval", roles.evaluate(0) | ledger.summary())
@@ -176,7 +74,7 @@ def train(cfg: RunConfig, progress=None) -> dict:
         for step in range(start + 1, cfg.run.steps + 1):
             metrics = roles.learner_step(consumer_version=step - 1)           # sample → loss → optimizer step
             sync = roles.learners.publish(version=step) if step % cfg.sync.every_steps == 0 else None
-            roles.raise_if_generator_died()
+            roles.check_generators()
             ledger.wall_s = time.perf_counter() - t0
             replay = roles.replay.stats()
             roles.update(ledger, replay, metrics, sync)
@@ -197,6 +95,29 @@ def train(cfg: RunConfig, progress=None) -> dict:
     finally:
         if roles is not None:
             roles.shutdown()
-        sink.close()
+        if sink is not None:
+            sink.close()
         if owns_ray:
             ray.shutdown()
+
+
+def stop_on_sigterm() -> None:
+    """SIGTERM (a scheduler's cancel, `kill`) stops the run like Ctrl-C: the finally in train() stops every actor
+    and this run's Ray. Installed after ray.init, which sets a handler that only dumps native stacks."""
+    if threading.current_thread() is threading.main_thread():
+        signal.signal(signal.SIGTERM, _interrupt)
+
+
+def _interrupt(signum, frame) -> None:
+    raise KeyboardInterrupt
+
+
+def describe_failure(e: BaseException, log: Path) -> str:
+    """One line for the terminal (role and cause); the full traceback goes to `log`."""
+    import traceback
+
+    from replay_rl.roles import RunFailed, one_line
+
+    log.parent.mkdir(parents=True, exist_ok=True)
+    log.write_text("".join(traceback.format_exception(e)))
+    return f"{e if isinstance(e, RunFailed) else one_line(e)} (traceback: {log})"

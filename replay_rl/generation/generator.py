@@ -37,7 +37,10 @@ class GeneratorStats:
 
 
 class GeneratorImpl:
-    def __init__(self, cfg: RunConfig, generator_id: int, model_path: str, shards: list, board) -> None:
+    def __init__(self, cfg: RunConfig, generator_id: int, model_path: str, shards: list, board,
+                 first_call: int = 0) -> None:
+        """first_call: calls already made at this position (a replacement for a generator that died keeps its
+        turn in the pace instead of starting from 0 and overshooting it)."""
         torch.set_num_threads(1)  # several roles share few cores; one thread each avoids oversubscription
         torch.manual_seed(cfg.run.seed * 7919 + generator_id)
         self.cfg, self.id = cfg, generator_id
@@ -47,11 +50,13 @@ class GeneratorImpl:
         self.client = ReplayClient(shards)
         self.board = board
         self.weights: ObjectStoreSubscriber | CollectiveSubscriber = ObjectStoreSubscriber(board)
-        self.rng = np.random.default_rng([cfg.run.seed, generator_id])
+        # a replacement draws other prompts than the generator it replaces did from its start
+        self.rng = np.random.default_rng([cfg.run.seed, generator_id, *([first_call] if first_call else [])])
         self.params = sampling_params(cfg.generation)
         self.pace = pace_for(cfg)  # None: generate as fast as the hardware allows
         self._stop = False
-        self._groups = self._rollouts = self._loads = self._calls = 0
+        self._groups = self._rollouts = self._loads = 0
+        self._calls = first_call
         self._busy = self._load_s = 0.0
         self._t0 = self._last_poll = time.perf_counter()
 
@@ -120,6 +125,7 @@ class GeneratorImpl:
 
     def run(self) -> GeneratorStats:
         """Generate until stop(); the driver holds this call's ref and re-raises if it fails."""
+        self.refresh_weights()  # a replacement for a generator that died starts from the newest weights
         while not self._stop:
             self.generate_once()
         self.client.flush()
@@ -131,6 +137,13 @@ class GeneratorImpl:
     def stats(self) -> GeneratorStats:
         return GeneratorStats(self.id, self._rollouts, self.backend.tokens_generated(), self._busy,
                               time.perf_counter() - self._t0, self.backend.version, self._loads, self._load_s)
+
+
+    def pid(self) -> int:
+        """The worker process id (fault-injection tests signal it)."""
+        import os
+
+        return os.getpid()
 
 
 # max_concurrency=2: stats() and stop() are served while run() loops in the other thread

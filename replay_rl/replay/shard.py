@@ -72,6 +72,12 @@ class ReplayShardImpl:
     def stats(self) -> TableStats:
         return self.table.stats()
 
+    def blocked_reason(self, n: int, consumer_version: int) -> str:
+        """Why a sample of n for consumer_version would wait now ("ready" if not): the stall watchdog's probe."""
+        if self.table.can_sample(n, consumer_version):
+            return "ready"
+        return self.table.why_blocked(n, consumer_version)
+
     def wait_seconds(self) -> dict[str, float]:
         return dict(self.wait_s)
 

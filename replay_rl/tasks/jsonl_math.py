@@ -98,7 +98,8 @@ class JsonlMathTask:
         self._eval = [p for p in problems if in_eval_split(p.key, seed, cfg.eval_fraction)]
         self._train = [p for p in problems if not in_eval_split(p.key, seed, cfg.eval_fraction)]
         if not self._train or not self._eval:
-            raise ValueError(f"task.eval_fraction={cfg.eval_fraction} leaves an empty split of {len(rows)} rows")
+            raise ValueError(f"task.eval_fraction={cfg.eval_fraction} leaves an empty split of {len(rows)} rows; "
+                             "add rows or change task.eval_fraction")
         try:
             from math_verify import parse, verify
             self._verify = lambda gold, pred: bool(verify(parse(f"${gold}$"), parse(f"${pred}$")))

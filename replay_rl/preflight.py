@@ -1,0 +1,72 @@
+"""Checks a run's inputs before Ray starts: a bad setting costs seconds and one line, not an actor traceback later.
+
+Each failure is a ConfigError naming the field and the fix; the CLI prints it and exits 2.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+from replay_rl.checkpoints import is_checkpoint
+from replay_rl.config import ConfigError, RunConfig
+
+
+def preflight(cfg: RunConfig) -> None:
+    check_model(cfg)
+    check_task(cfg)
+    check_resume(cfg)
+    if cfg.cluster.address is None and "RAY_ADDRESS" not in os.environ:  # the local cluster connect() will start
+        check_fits(cfg, {"CPU": max(2, os.cpu_count() or 2), "GPU": local_gpus()})
+
+
+def check_model(cfg: RunConfig) -> None:
+    path = Path(cfg.model.path)
+    if not path.exists():
+        if cfg.model.create_if_missing:
+            return  # ensure_model builds and warm-starts it
+        raise ConfigError(f"model.path {str(path)!r}: no such folder; point it at an HF model folder "
+                          "(config.json + weights + tokenizer), or set model.create_if_missing=true for the tiny model")
+    check_model_folder(path)
+
+
+def check_model_folder(path: Path, field: str = "model.path") -> None:
+    if not (path / "config.json").is_file():
+        raise ConfigError(f"{field} {str(path)!r} is not an HF model folder (no config.json); "
+                          "point it at a folder written by save_pretrained or `replay-rl init-model`")
+    if not any((path / f).is_file() for f in ("tokenizer.json", "tokenizer_config.json", "tokenizer.model")):
+        raise ConfigError(f"{field} {str(path)!r} has no tokenizer (tokenizer.json / tokenizer_config.json); "
+                          "save the tokenizer into the model folder")
+
+
+def check_task(cfg: RunConfig) -> None:
+    """Build the task once here: loaders validate every row, so a bad file fails now, naming file:line."""
+    from replay_rl.tasks import make_task
+
+    try:
+        make_task(cfg.task, cfg.run.seed)
+    except (ValueError, KeyError, FileNotFoundError, ImportError, RuntimeError) as e:
+        raise ConfigError(str(e.args[0]) if e.args else repr(e)) from None
+
+
+def check_resume(cfg: RunConfig) -> None:
+    src = cfg.run.resume_from
+    if src is not None and src != "auto" and not is_checkpoint(Path(src)):
+        raise ConfigError(f"run.resume_from {src!r} is not a complete checkpoint (no trainer_state.json); pass a "
+                          "checkpoints/step_N folder written by a previous run, or 'auto' for the newest one")
+
+
+def check_fits(cfg: RunConfig, resources: dict[str, float]) -> None:
+    c = cfg.cluster
+    gpus = c.generators * c.gpus_per_generator + c.learners * c.gpus_per_learner
+    cpus = (c.generators + c.learners + 1) * c.cpus_per_actor
+    if gpus > resources.get("GPU", 0) or cpus > resources.get("CPU", 0):
+        raise ConfigError(f"cluster too small for W={c.generators}, T={c.learners}: needs {gpus:g} GPUs and {cpus:g} "
+                          f"CPUs, the Ray cluster has {resources.get('GPU', 0):g} GPUs and {resources.get('CPU', 0):g}"
+                          " CPUs; lower cluster.generators / cluster.learners or add nodes")
+
+
+def local_gpus() -> int:
+    import torch
+
+    return torch.cuda.device_count() if torch.cuda.is_available() else 0

@@ -1,0 +1,245 @@
+"""The run's roles on Ray and the driver's view of their health: build them, step the learners under a stall
+watchdog, replace a generator that died, name a learner rank that died, and stop everything promptly."""
+
+from __future__ import annotations
+
+import json
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import ray
+from ray.exceptions import ActorDiedError, ActorUnavailableError, GetTimeoutError, RayActorError
+
+from replay_rl.accounting import ComputeLedger
+from replay_rl.checkpoints import STATE_FILE, checkpoint_dir, commit, staging_dir
+from replay_rl.config import RunConfig
+from replay_rl.evaluator import Evaluator
+from replay_rl.generation.generator import Generator
+from replay_rl.learner.group import LearnerGroup
+from replay_rl.replay.client import ReplayClient, create_shards
+from replay_rl.replay.table import TableStats
+from replay_rl.sync.object_store import WeightBoard
+
+PROBE_S = 5.0  # how long a health probe waits for an actor's answer
+
+
+class RunFailed(RuntimeError):
+    """The run cannot go on; the message is one line naming the role and the cause."""
+
+
+@dataclass
+class GeneratorSlot:
+    """One generator position: its current actor, its run() call, and what it last reported."""
+    actor: object
+    run: object = None
+    stats: object = None
+    pending: object = None   # an outstanding stats() call, read when it is ready, never waited on
+    restarts: int = 0
+
+
+@dataclass
+class Roles:
+    cfg: RunConfig
+    replay: ReplayClient
+    board: object
+    eval_board: object
+    learners: LearnerGroup
+    slots: list[GeneratorSlot]
+    evaluator: object
+    model_path: str
+    restarts: int = 0
+    _last_step_at: float = field(default_factory=time.monotonic)
+
+    @property
+    def generators(self) -> list:
+        return [s.actor for s in self.slots]
+
+    def start_generators(self) -> None:
+        for s in self.slots:
+            s.run = s.actor.run.remote()
+
+    def learner_step(self, consumer_version: int) -> dict[str, float]:
+        """learners.step, watched: a generator that dies is replaced, a rank that dies or a step that stalls for
+        run.stall_timeout_s ends the run with one line, instead of every rank waiting out its timeouts."""
+        pending, self._last_step_at = self.learners.step_async(consumer_version), time.monotonic()
+        while True:
+            ready, waiting = ray.wait(pending, num_returns=len(pending), timeout=1.0)
+            if not waiting:
+                try:
+                    return self.learners.gather_step(pending)
+                except Exception:  # noqa: BLE001 - named below: the dead rank, else the first error
+                    raise RunFailed(self._dead_rank(pending)) from None
+            if ready:  # one rank finished early only when another is stuck or dead
+                self._check_ranks(ready, pending)
+            self.check_generators()
+            if time.monotonic() - self._last_step_at > self.cfg.run.stall_timeout_s:
+                raise RunFailed(self.diagnose(consumer_version))
+
+    def _check_ranks(self, ready: list, pending: list) -> None:
+        try:
+            ray.get(ready)
+        except Exception:  # noqa: BLE001 - a survivor's error is a symptom; name the dead rank if there is one
+            raise RunFailed(self._dead_rank(pending)) from None
+
+    def _dead_rank(self, pending: list) -> str:
+        """Name the rank that died, not the survivors' symptom (a closed gloo connection)."""
+        for rank, actor in enumerate(self.learners.ranks):
+            try:
+                ray.get(actor.address.remote(), timeout=PROBE_S)
+            except (RayActorError, GetTimeoutError):
+                return (f"learner rank {rank} died; resume with run.resume_from=auto (newest checkpoint in "
+                        f"{self.cfg.run.output_dir})")
+        return "a learner step failed: " + first_error(pending)
+
+    def check_generators(self) -> None:
+        """Replace a generator whose actor died (it reloads the newest weights); re-raise one that failed."""
+        for i, s in enumerate(self.slots):
+            done, _ = ray.wait([s.run], timeout=0)
+            if not done:
+                continue
+            try:
+                ray.get(done)
+            except (ActorDiedError, ActorUnavailableError):
+                if self.restarts >= self.cfg.run.max_generator_restarts:
+                    raise RunFailed(f"generator {i} died and run.max_generator_restarts="
+                                    f"{self.cfg.run.max_generator_restarts} restarts are used up") from None
+                self.replace_generator(i)
+                continue
+            except Exception as e:
+                raise RunFailed(f"generator {i} failed: {one_line(e)}") from None
+            raise RunFailed(f"generator {i} stopped on its own; see its log")
+
+    def replace_generator(self, i: int) -> None:
+        if self.cfg.sync.type == "nccl":
+            raise RunFailed(f"generator {i} died; a generator cannot rejoin a sync.type=nccl broadcast group yet, "
+                            "use sync.type=object_store to survive generator deaths")
+        s, g = self.slots[i], self.cfg.generation
+        calls = (s.stats.rollouts if s.stats else 0) // (g.prompts_per_call * g.group_size)
+        s.actor = spawn_generator(self.cfg, i, self.model_path, self.replay.shards, self.board, first_call=calls)
+        s.run, s.pending, s.stats = s.actor.run.remote(), None, None
+        s.restarts += 1
+        self.restarts += 1
+
+    def generator_stats(self) -> list:
+        """The newest stats each generator has reported, without waiting on any: a paused one must not stall
+        the loop. A generator's numbers may lag by a step."""
+        for s in self.slots:
+            if s.pending is not None and ray.wait([s.pending], timeout=0)[0]:
+                try:
+                    s.stats = ray.get(s.pending)
+                except RayActorError:
+                    pass  # check_generators() replaces it
+                s.pending = None
+            if s.pending is None:
+                s.pending = s.actor.stats.remote()
+        return [s.stats for s in self.slots if s.stats is not None]
+
+    def diagnose(self, consumer_version: int) -> str:
+        """One line: who waits on what, from probes that each wait at most PROBE_S."""
+        n = self.cfg.rank_batch_size
+        shards = [probe(s.blocked_reason.remote(n, consumer_version)) for s in self.replay.shards]
+        gens = [probe(s.actor.stats.remote()) for s in self.slots]
+        gen_text = ", ".join(f"generator {i} " + (f"at version {g.version}, {g.rollouts} rollouts" if not
+                                                   isinstance(g, str) else g) for i, g in enumerate(gens))
+        shard_text = "; ".join(f"shard {i}: {r}" for i, r in enumerate(shards))
+        return (f"stalled: no learner step for {self.cfg.run.stall_timeout_s:g}s (step {consumer_version + 1}); "
+                f"{shard_text}; {gen_text}; sync {self.cfg.sync.type}")
+
+    def evaluate(self, step: int) -> dict[str, float]:
+        """Publish the current weights to the evaluator's own board, then score them on the eval split."""
+        self.learners.publish(version=step, for_eval=True)
+        return {f"eval/{k}": v for k, v in ray.get(self.evaluator.evaluate_latest.remote()).items()}
+
+    def update(self, ledger: ComputeLedger, replay: TableStats, learner: dict[str, float],
+               sync: dict[str, float] | None) -> None:
+        gens = self.generator_stats()
+        ledger.k_inf = replay.inserts
+        ledger.k_train += self.cfg.learner.batch_size
+        # a replaced generator restarts its counters; the shards' insert count (K_inf) is unaffected
+        ledger.tokens = max(ledger.tokens, sum(g.tokens for g in gens))
+        ledger.generator_busy_s = max(ledger.generator_busy_s, sum(g.busy_s for g in gens))
+        if gens:
+            ledger.extra["generator_version_min"] = min(g.version for g in gens)  # how far behind the slowest is
+        ledger.extra["generator_restarts"] = self.restarts
+        ledger.learner_busy_s = learner["learner_busy_s"] * self.cfg.cluster.learners
+        if sync:
+            ledger.sync_s += sync["publish_s"]
+            ledger.sync_bytes += sync["publish_bytes"]
+
+    def checkpoint(self, out: Path, step: int, ledger: ComputeLedger) -> Path:
+        """Learner state and buffer snapshot of the same step, staged and then renamed into place."""
+        staging = staging_dir(out, step)
+        self.learners.save(str(staging), tag=f"step_{step}")
+        self.replay.snapshot(staging / "replay")  # each shard snapshots atomically under its own lock
+        (staging / STATE_FILE).write_text(json.dumps({"step": step, "ledger": ledger.__dict__}))
+        return commit(staging, checkpoint_dir(out, step))
+
+    def resume(self, path: str | Path, ledger: ComputeLedger) -> int:
+        path = Path(path)
+        state = json.loads((path / STATE_FILE).read_text())
+        step = state["step"]
+        self.learners.load(str(path), tag=f"step_{step}")
+        self.replay.restore(path / "replay")
+        ledger.__dict__.update(state["ledger"])
+        self.learners.publish(version=step)
+        return step
+
+    def shutdown(self) -> None:
+        """Ask generators to stop, give them a few seconds to flush, then kill whatever is still blocked (in a
+        rate-limited insert or a broadcast) instead of waiting out its timeout."""
+        for s in self.slots:
+            s.actor.stop.remote()
+        runs = [s.run for s in self.slots if s.run is not None]
+        if runs:
+            ray.wait(runs, num_returns=len(runs), timeout=5)
+        for actor in [*self.generators, self.evaluator, self.board, self.eval_board, *self.replay.shards]:
+            ray.kill(actor)
+        self.learners.shutdown()
+
+
+def spawn_generator(cfg: RunConfig, i: int, model_path: str, shards: list, board, first_call: int = 0):
+    c = cfg.cluster
+    return Generator.options(num_cpus=c.cpus_per_actor, num_gpus=c.gpus_per_generator).remote(
+        cfg, i, model_path, shards, board, first_call=first_call)
+
+
+def build(cfg: RunConfig, model_path: str) -> Roles:
+    c = cfg.cluster
+    shards = create_shards(cfg)
+    board, eval_board = WeightBoard.remote(), WeightBoard.remote()
+    learners = LearnerGroup(cfg, model_path, shards, board, eval_board)
+    generators = [spawn_generator(cfg, i, model_path, shards, board) for i in range(c.generators)]
+    if cfg.sync.type == "nccl":  # rank 0 of the learners + every generator form one broadcast group
+        host, port = ray.get(learners.ranks[0].address.remote())
+        world = c.generators + 1
+        ray.get([learners.ranks[0].join_weight_group.remote(host, port, world),
+                 *[g.join_weight_group.remote(host, port, i + 1, world) for i, g in enumerate(generators)]])
+    evaluator = Evaluator.options(num_cpus=0).remote(cfg, model_path, eval_board)
+    return Roles(cfg, ReplayClient(shards), board, eval_board, learners, [GeneratorSlot(g) for g in generators],
+                 evaluator, model_path)
+
+
+def probe(ref) -> object:
+    try:
+        return ray.get(ref, timeout=PROBE_S)
+    except GetTimeoutError:
+        return f"no answer in {PROBE_S:g}s (paused or busy)"
+    except RayActorError:
+        return "dead"
+
+
+def one_line(e: BaseException) -> str:
+    """The root cause of a (possibly Ray-wrapped) exception, as one line."""
+    cause = getattr(e, "cause", None) or e
+    text = str(cause).strip().splitlines()
+    return f"{type(cause).__name__}: {text[-1] if text else ''}".strip()
+
+
+def first_error(refs: list) -> str:
+    for ref in refs:
+        try:
+            ray.get(ref, timeout=PROBE_S)
+        except Exception as e:  # noqa: BLE001 - reported, not handled
+            return one_line(e)
+    return "unknown"

@@ -1,0 +1,89 @@
+"""Bad inputs fail before Ray starts: one line on stderr naming the field or file, exit code 2, within seconds."""
+
+import json
+import subprocess
+import sys
+import time
+
+import pytest
+
+from replay_rl.checkpoints import commit, latest_checkpoint, resolve_resume, staging_dir
+from replay_rl.metrics import MetricsSink, read_metrics
+
+
+def cli(*args, timeout=60):
+    t0 = time.monotonic()
+    proc = subprocess.run([sys.executable, "-m", "replay_rl.cli", *args], capture_output=True, text=True,
+                          timeout=timeout)
+    return proc, time.monotonic() - t0
+
+
+def bad_inputs(tmp):
+    (tmp / "bad.yaml").write_text("run:\n  steps: [1, 2\nmodel: {}\n")
+    (tmp / "broken.jsonl").write_text('{"question": "a", "answer": "1"}\n{"question": "b"\n')
+    (tmp / "empty_answer.jsonl").write_text('{"question": "a", "answer": "1"}\n{"question": "b", "answer": " "}\n')
+    (tmp / "three.jsonl").write_text("".join(json.dumps({"question": f"q{i}", "answer": str(i)}) + "\n"
+                                             for i in range(3)))
+    (tmp / "not_a_model").mkdir()
+    jsonl = ["-s", "task.type=jsonl_math", "-s"]
+    return {
+        "yaml syntax": (["-c", str(tmp / "bad.yaml")], "bad.yaml:3:6: YAML syntax error"),
+        "yaml in --set": (["-s", "run.steps=[1,"], "--set 'run.steps=[1,'"),
+        "missing model": (["-s", f"model.path={tmp / 'nope'}", "-s", "model.create_if_missing=false"],
+                          "model.path '" + str(tmp / "nope") + "': no such folder"),
+        "not an HF folder": (["-s", f"model.path={tmp / 'not_a_model'}"], "is not an HF model folder"),
+        "malformed jsonl": ([*jsonl, f"task.path={tmp / 'broken.jsonl'}"], "broken.jsonl:2: not valid JSON"),
+        "empty answer": ([*jsonl, f"task.path={tmp / 'empty_answer.jsonl'}"], "empty_answer.jsonl:2: empty answer"),
+        "tiny jsonl": ([*jsonl, f"task.path={tmp / 'three.jsonl'}"], "leaves an empty split of 3 rows"),
+        "not a checkpoint": (["-s", f"run.resume_from={tmp}"], "is not a complete checkpoint"),
+        "cluster too small": (["-s", "cluster.generators=64"], "cluster too small for W=64"),
+    }
+
+
+CASES = ["yaml syntax", "yaml in --set", "missing model", "not an HF folder", "malformed jsonl", "empty answer",
+         "tiny jsonl", "not a checkpoint", "cluster too small"]
+
+
+@pytest.mark.parametrize("case", CASES)
+def test_bad_input_is_one_line_and_exit_2_before_ray(tmp_path, case):
+    args, expected = bad_inputs(tmp_path)[case]
+    proc, seconds = cli("train", *args)
+    lines = proc.stderr.strip().splitlines()
+    assert proc.returncode == 2 and len(lines) == 1 and expected in lines[0], proc.stderr[-2000:]
+    assert seconds < 10 and "Traceback" not in proc.stderr and not proc.stdout.strip()
+
+
+def test_eval_of_a_missing_model_is_one_line(tmp_path):
+    proc, _ = cli("eval", str(tmp_path / "nope"))
+    assert proc.returncode == 2 and proc.stderr.strip().startswith("MODEL '") and "Traceback" not in proc.stderr
+
+
+def test_checkpoints_are_staged_and_partial_ones_ignored(tmp_path):
+    for step in (2, 4):
+        staged = staging_dir(tmp_path, step)
+        staged.mkdir(parents=True)
+        (staged / "trainer_state.json").write_text("{}")
+        commit(staged, tmp_path / "checkpoints" / f"step_{step}")
+    staging_dir(tmp_path, 6).mkdir()                      # a save that crashed: never committed
+    (tmp_path / "checkpoints" / "step_8").mkdir()         # a folder without trainer_state.json
+    assert latest_checkpoint(tmp_path).name == "step_4"
+    assert resolve_resume("auto", tmp_path).name == "step_4"
+    assert resolve_resume("auto", tmp_path / "fresh") is None and resolve_resume(None, tmp_path) is None
+    with pytest.raises(RuntimeError, match="incomplete"):
+        commit(staging_dir(tmp_path, 6), tmp_path / "checkpoints" / "step_6")
+
+
+def test_resumed_metrics_drop_rows_after_the_checkpoint(tmp_path):
+    sink = MetricsSink(tmp_path)
+    for step in range(1, 6):
+        sink.log(step, "train", {"loss": float(step)})
+        if step % 2 == 0:
+            sink.log(step, "eval", {"eval/pass@1": 0.5})
+    sink.close()
+    sink = MetricsSink(tmp_path, keep_through_step=4)   # resumed from step_4: steps 5.. are written again
+    sink.log(5, "train", {"loss": 50.0})
+    sink.close()
+    rows = read_metrics(tmp_path / "metrics.jsonl")
+    assert [(r["step"], r["kind"]) for r in rows] == [(1, "train"), (2, "train"), (2, "eval"), (3, "train"),
+                                                      (4, "train"), (4, "eval"), (5, "train")]
+    assert rows[-1]["loss"] == 50.0
