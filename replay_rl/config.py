@@ -14,6 +14,7 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 from replay_rl.config_errors import ConfigError, apply_override, format_validation_error, parse_yaml
+from replay_rl.replay.limit_check import LimitSetting, rate_limit_problem, smallest_safe_tolerance
 
 
 class _Section(BaseModel):
@@ -144,8 +145,9 @@ class RateLimitConfig(_Section):
     """Reverb-style samples-per-insert limiter: error = inserts·samples_per_insert − samples stays within ±tolerance."""
 
     samples_per_insert: float = Field(gt=0)
-    tolerance: float = Field(gt=0)
-    """Band half-width in samples. Must be ≥ the larger of one sample batch and one insert's worth, or it deadlocks."""
+    tolerance: float | None = Field(None, gt=0)
+    """Band half-width in samples. None: the smallest that cannot deadlock for this batch, insert size and capacity
+    (replay/limit_check.py explores every reachable state); a value that can deadlock is rejected with that minimum."""
     min_size_to_sample: int = Field(1, ge=1)
 
 
@@ -328,6 +330,10 @@ class RunConfig(_Section):
         if c.emulate is not None and self.replay.rate_limit is not None:
             raise ValueError("replay.rate_limit: cluster.emulate derives the replay ratio (μ·T/W) and paces generation "
                              "itself; remove replay.rate_limit or cluster.emulate")
+        if self.replay.rate_limit is not None:
+            problem = rate_limit_problem(self.rate_limit_setting(), self.replay.max_reuse)
+            if problem:
+                raise ValueError(problem)
         if self.sync.type == "nccl" and self.replay.rate_limit is not None:
             # a generator blocked in a rate-limited insert cannot join the broadcast rank 0 is waiting in
             raise ValueError("sync: type=nccl with replay.rate_limit can deadlock; use sync.type=object_store")
@@ -343,6 +349,22 @@ class RunConfig(_Section):
     @property
     def rank_batch_size(self) -> int:
         return self.learner.batch_size // self.cluster.learners
+
+    def rate_limit_setting(self, tolerance: float | None = None) -> LimitSetting:
+        """What a shard's rate limiter sees: this rank's sample size and the insert chunks round-robin routing makes."""
+        r, g, t = self.replay.rate_limit, self.generation, self.cluster.learners
+        per_call = g.prompts_per_call * g.group_size
+        sizes = tuple(sorted({k for k in (per_call // t, -(-per_call // t)) if k > 0}))
+        return LimitSetting(r.samples_per_insert, tolerance or r.tolerance or 0.0, r.min_size_to_sample,
+                            self.rank_batch_size, sizes, self.shard_capacity, self.consumes_once)
+
+    @property
+    def rate_limit_tolerance(self) -> float | None:
+        """The configured tolerance, or the smallest safe one; None without a rate limit."""
+        r = self.replay.rate_limit
+        if r is None:
+            return None
+        return r.tolerance or smallest_safe_tolerance(self.rate_limit_setting(1.0))
 
     @property
     def consumes_once(self) -> bool:

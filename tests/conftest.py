@@ -8,6 +8,13 @@ import pytest
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")
+WARM_START_BOUND_S = 1800  # ~20 s idle here; 733 s was seen under load before threads were bounded
+
+
+def pytest_configure(config):
+    import torch
+
+    torch.set_num_threads(1)  # the suite shares 2 cores with Ray actors and, in CI, possibly another job
 
 
 @pytest.fixture(scope="session")
@@ -29,10 +36,18 @@ def init_model(tiny_cfg):
 
 @pytest.fixture(scope="session")
 def warm_model(tiny_cfg, init_model):
-    """(path, warm-start stats): the model RL starts from in every test that trains."""
+    """(path, warm-start stats): the model RL starts from in every test that trains. Built once per session and
+    outside per-test timeouts (timeout_func_only), so a loaded box slows it without failing the first test that
+    needs it; its own bound is WARM_START_BOUND_S, after which the session exits with a traceback."""
+    import faulthandler
+
     from replay_rl.warmstart import warmstart
 
-    stats = warmstart(tiny_cfg, init_model, tiny_cfg.model.path, log=lambda *_: None)
+    faulthandler.dump_traceback_later(WARM_START_BOUND_S, exit=True)
+    try:
+        stats = warmstart(tiny_cfg, init_model, tiny_cfg.model.path, log=lambda *_: None)
+    finally:
+        faulthandler.cancel_dump_traceback_later()
     return tiny_cfg.model.path, stats
 
 

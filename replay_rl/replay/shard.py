@@ -26,12 +26,10 @@ class ReplayShardImpl:
         self.shard_id, self.timeout_s = shard_id, cfg.replay.sample_timeout_s
         self._settings = {"replay": cfg.replay.model_dump(mode="json"), "shard_capacity": cfg.shard_capacity,
                           "shard_id": shard_id, "shards": cfg.cluster.learners}
-        g = cfg.generation
+        tolerance = cfg.rate_limit_tolerance  # derived once: exploring the limiter's states is not free
         self._make_table = lambda: table_from_config(
-            cfg.replay, cfg.shard_capacity, max_sample=cfg.rank_batch_size,
-            max_insert=-(-g.prompts_per_call * g.group_size // cfg.cluster.learners),
-            seed=cfg.run.seed * 1000 + shard_id, key_offset=shard_id, key_stride=cfg.cluster.learners,
-            pace=pace_for(cfg))
+            cfg.replay, cfg.shard_capacity, seed=cfg.run.seed * 1000 + shard_id, key_offset=shard_id,
+            key_stride=cfg.cluster.learners, pace=pace_for(cfg), tolerance=tolerance)
         self.table = self._make_table()
         self._cond: asyncio.Condition | None = None
         self.wait_s = {"insert": 0.0, "sample": 0.0}

@@ -284,16 +284,18 @@ class Table:
         self.stats_ = TableStats(**counters["stats"])
 
 
-def table_from_config(cfg: ReplayConfig, capacity: int, *, max_sample: int, max_insert: int, seed: int,
-                      key_offset: int = 0, key_stride: int = 1, pace: Pace | None = None) -> Table:
+def table_from_config(cfg: ReplayConfig, capacity: int, *, seed: int,
+                      key_offset: int = 0, key_stride: int = 1, pace: Pace | None = None,
+                      tolerance: float | None = None) -> Table:
     """The Table preset a replay config names, for one shard of `capacity` items (one of key_stride shards).
-    `pace` (an emulated cluster's schedule) and `rate_limit` exclude each other; the config enforces it."""
+    `pace` (an emulated cluster's schedule) and `rate_limit` exclude each other; the config enforces it.
+    `tolerance`: the rate limit's band when the config derives it (RunConfig.rate_limit_tolerance)."""
     limiter = None
     if pace is not None:
         limiter = PacedLimiter(pace, key_stride)
     elif cfg.rate_limit is not None:
         r = cfg.rate_limit
-        limiter = RateLimiter(r.samples_per_insert, r.tolerance, r.min_size_to_sample, max_sample, max_insert)
+        limiter = RateLimiter(r.samples_per_insert, tolerance or r.tolerance, r.min_size_to_sample)
     kw = dict(max_staleness=cfg.max_staleness, max_reuse=cfg.max_reuse, limiter=limiter, seed=seed,
               key_offset=key_offset, key_stride=key_stride)
     match cfg.type:

@@ -106,10 +106,8 @@ def test_abs_advantage_prefers_large_advantages():
     assert np.mean(np.array(picked) < 10) > 0.8
 
 
-def test_rate_limiter_band_and_deadlock_check():
-    with pytest.raises(ValueError, match="tolerance: 2 can deadlock"):
-        RateLimiter(2.0, 2, max_sample=4, max_insert=2)
-    r = RateLimiter(2.0, 8, min_size_to_sample=4, max_sample=4, max_insert=4)
+def test_rate_limiter_band():
+    r = RateLimiter(2.0, 8, min_size_to_sample=4)
     assert not r.can_sample(4)          # below min size
     r.record(inserts=4)                 # error = 8
     assert r.can_sample(4) and not r.can_insert(1)   # 8 + 2 > 8
@@ -121,7 +119,7 @@ def test_rate_limiter_band_and_deadlock_check():
 def test_table_from_config_picks_the_preset():
     cfg = RunConfig.load(None, ["replay.type=positive_bias", "replay.delta=0.5", "replay.max_reuse=3",
                                "replay.capacity=64", "learner.batch_size=32"])
-    t = table_from_config(cfg.replay, cfg.shard_capacity, max_sample=16, max_insert=32, seed=0)
+    t = table_from_config(cfg.replay, cfg.shard_capacity, seed=0)
     assert t.retention.main_capacity == 16 and t.max_reuse == 3
     with pytest.raises(ConfigError, match="replay.capacity"):
         RunConfig.load(None, ["replay.capacity=30", "learner.batch_size=32"])  # < batch 32
@@ -161,5 +159,5 @@ def test_pace_gives_generators_a_lead_the_learner_never_waits_past():
     shard.record(inserts=1)
     assert shard.can_sample(64, consumer_version=2) and shard.can_insert(10**6)
     t = table_from_config(RunConfig.load(None, ["learner.batch_size=8", "replay.capacity=8", "cluster.learners=1"]
-                                         ).replay, 8, max_sample=8, max_insert=16, seed=0, pace=replay)
+                                         ).replay, 8, seed=0, pace=replay)
     assert isinstance(t.limiter, PacedLimiter)
