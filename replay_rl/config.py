@@ -14,7 +14,7 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 from replay_rl.config_errors import ConfigError, apply_override, format_validation_error, parse_yaml
-from replay_rl.replay.limit_check import LimitSetting, rate_limit_problem, smallest_safe_tolerance
+from replay_rl.replay.limit_check import LimitSetting, rate_limit_problem, shard_setting, smallest_safe_tolerance
 
 
 class _Section(BaseModel):
@@ -351,20 +351,13 @@ class RunConfig(_Section):
         return self.learner.batch_size // self.cluster.learners
 
     def rate_limit_setting(self, tolerance: float | None = None) -> LimitSetting:
-        """What a shard's rate limiter sees: this rank's sample size and the insert chunks round-robin routing makes."""
-        r, g, t = self.replay.rate_limit, self.generation, self.cluster.learners
-        per_call = g.prompts_per_call * g.group_size
-        sizes = tuple(sorted({k for k in (per_call // t, -(-per_call // t)) if k > 0}))
-        return LimitSetting(r.samples_per_insert, tolerance or r.tolerance or 0.0, r.min_size_to_sample,
-                            self.rank_batch_size, sizes, self.shard_capacity, self.consumes_once)
+        return shard_setting(self, tolerance)
 
     @property
     def rate_limit_tolerance(self) -> float | None:
         """The configured tolerance, or the smallest safe one; None without a rate limit."""
         r = self.replay.rate_limit
-        if r is None:
-            return None
-        return r.tolerance or smallest_safe_tolerance(self.rate_limit_setting(1.0))
+        return None if r is None else r.tolerance or smallest_safe_tolerance(self.rate_limit_setting(1.0))
 
     @property
     def consumes_once(self) -> bool:
