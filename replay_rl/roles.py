@@ -83,14 +83,23 @@ class Roles:
             raise RunFailed(self._dead_rank(pending)) from None
 
     def _dead_rank(self, pending: list) -> str:
-        """Name the rank that died, not the survivors' symptom (a closed gloo connection)."""
-        for rank, actor in enumerate(self.learners.ranks):
+        """Name the member that died, not the survivors' symptom (a closed gloo connection, a failed sample)."""
+        return self.dead_member() or "a learner step failed: " + first_error(pending)
+
+    def dead_member(self) -> str | None:
+        """One line naming the first learner rank or replay shard that no longer answers, or None."""
+        # shards first: a rank whose shard died fails, and its peer then waits in the allreduce
+        members = [(f"replay shard {i}", s.stats) for i, s in enumerate(self.replay.shards)]
+        members += [(f"learner rank {i}", r.address) for i, r in enumerate(self.learners.ranks)]
+        for name, method in members:
             try:
-                ray.get(actor.address.remote(), timeout=PROBE_S)
-            except (RayActorError, GetTimeoutError):
-                return (f"learner rank {rank} died; resume with run.resume_from=auto (newest checkpoint in "
+                ray.get(method.remote(), timeout=PROBE_S)
+            except GetTimeoutError:
+                continue  # busy (a rank waiting in the allreduce for a failed peer), not dead
+            except RayActorError:
+                return (f"{name} died; resume with run.resume_from=auto (newest checkpoint in "
                         f"{self.cfg.run.output_dir})")
-        return "a learner step failed: " + first_error(pending)
+        return None
 
     def check_generators(self) -> None:
         """Replace a generator whose actor died (it reloads the newest weights); re-raise one that failed."""
@@ -106,8 +115,8 @@ class Roles:
                                     f"{self.cfg.run.max_generator_restarts} restarts are used up") from None
                 self.replace_generator(i)
                 continue
-            except Exception as e:
-                raise RunFailed(f"generator {i} failed: {one_line(e)}") from None
+            except Exception as e:  # noqa: BLE001 - an insert into a dead shard lands here first
+                raise RunFailed(self.dead_member() or f"generator {i} failed: {one_line(e)}") from None
             raise RunFailed(f"generator {i} stopped on its own; see its log")
 
     def replace_generator(self, i: int) -> None:

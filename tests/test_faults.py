@@ -79,15 +79,20 @@ def test_paused_generators_trip_the_stall_watchdog_with_one_line(ray_cluster, wa
     assert time.monotonic() - t0 < 180
 
 
-def test_dead_learner_rank_is_named(ray_cluster, warm_model, tmp_path):
+@pytest.mark.parametrize("role, named", [("LearnerRank", r"learner rank [01]"), ("ReplayShard", r"replay shard [01]")])
+def test_dead_rank_or_shard_is_named(ray_cluster, warm_model, tmp_path, role, named):
     path, _ = warm_model
 
-    def kill_rank_at_step_2(step, record):
-        if step == 2:
-            os.kill(worker_pids("LearnerRank")[-1], signal.SIGKILL)
+    killed: list[float] = []
 
-    with pytest.raises(RunFailed, match=r"^learner rank [01] died; resume with run.resume_from=auto"):
-        train(run_cfg(path, tmp_path / "rank", "run.steps=50"), kill_rank_at_step_2)
+    def kill_at_step_2(step, record):
+        if step == 2:
+            os.kill(worker_pids(role)[-1], signal.SIGKILL)
+            killed.append(time.monotonic())
+
+    with pytest.raises(RunFailed, match=rf"^{named} died; resume with run.resume_from=auto"):
+        train(run_cfg(path, tmp_path / "dead", "run.steps=50"), kill_at_step_2)
+    print(f"{role} kill → one-line RunFailed in {time.monotonic() - killed[0]:.1f}s")
 
 
 def test_resume_auto_continues_the_same_metrics_file(ray_cluster, warm_model, tmp_path):
