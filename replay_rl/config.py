@@ -231,8 +231,9 @@ class NcclSyncConfig(_SyncCommon):
 
     type: Literal["nccl"] = "nccl"
     backend: Literal["nccl", "gloo"] = "nccl"
-    timeout_s: float = Field(600.0, gt=0)
-    """A generator that does not join a broadcast within this long fails the run instead of hanging it."""
+    timeout_s: float = Field(60.0, gt=0)
+    """A member that does not join a broadcast within this long (frozen, dead) fails the publish instead of hanging
+    it. Raise it for models whose broadcast takes longer."""
 
 
 SyncConfig = Annotated[Union[ObjectStoreSyncConfig, NcclSyncConfig], Field(discriminator="type")]

@@ -20,6 +20,7 @@ from replay_rl.accounting import ComputeLedger
 from replay_rl.checkpoints import resolve_resume
 from replay_rl.config import RunConfig
 from replay_rl.metrics import MetricsSink
+from replay_rl.orphan_guard import start_guard
 from replay_rl.preflight import check_fits, preflight
 from replay_rl.roles import build
 from replay_rl.warmstart import ensure_model
@@ -37,6 +38,9 @@ def connect(cfg: RunConfig) -> bool:
     ray.init(address="local" if local else cfg.cluster.address, include_dashboard=False, log_to_driver=False,
              **({"num_cpus": max(2, os.cpu_count() or 2), "runtime_env": env} if local else {}))
     check_fits(cfg, ray.cluster_resources())
+    if local:  # a driver killed with SIGKILL runs no finally: a guard process stops the cluster it started
+        node = ray._private.worker._global_node
+        start_guard([info.process.pid for infos in node.all_processes.values() for info in infos])
     return local
 
 

@@ -44,23 +44,34 @@ def test_cli_train_replay_mode_writes_metrics(warm_model, tmp_path):
     assert json.loads((out / "config.json").read_text())["replay"]["type"] == "fifo"
 
 
+RAY_PROCESSES = ("ray/core/src/ray/raylet/raylet|ray/core/src/ray/gcs/gcs_server|ray/dashboard/|"
+                 "autoscaler/_private/monitor.py|_private/log_monitor.py|_private/runtime_env/agent")
+
+
 def raylets() -> set[int]:
-    out = subprocess.run(["pgrep", "-f", "ray/core/src/ray/raylet/raylet"], capture_output=True, text=True).stdout
+    """Every Ray head process on the box: raylet, GCS, dashboard and its agents, monitors."""
+    out = subprocess.run(["pgrep", "-f", RAY_PROCESSES], capture_output=True, text=True).stdout
     return {int(p) for p in out.split()}
+
+
+def start_cli_run(path, out) -> subprocess.Popen:
+    """A long CLI run, returned once training is under way."""
+    proc = subprocess.Popen([sys.executable, "-m", "replay_rl.cli", "train", "-s", f"model.path={path}",
+                             "-s", f"run.output_dir={out}", "-s", "run.steps=100000", "-s", "run.eval_prompts=40"],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            env={**os.environ, "HF_HUB_OFFLINE": "1"})
+    for _ in range(300):
+        if (out / "metrics.jsonl").is_file() and len((out / "metrics.jsonl").read_text().splitlines()) >= 2:
+            break
+        time.sleep(1)
+    return proc
 
 
 @pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM], ids=["ctrl-c", "sigterm"])
 def test_a_signal_stops_the_run_and_its_ray_cluster(warm_model, tmp_path, sig):
     path, _ = warm_model
-    out, before = tmp_path / "intr", raylets()
-    proc = subprocess.Popen([sys.executable, "-m", "replay_rl.cli", "train", "-s", f"model.path={path}",
-                             "-s", f"run.output_dir={out}", "-s", "run.steps=100000", "-s", "run.eval_prompts=40"],
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                            env={**os.environ, "HF_HUB_OFFLINE": "1"})
-    for _ in range(300):  # until training is under way
-        if (out / "metrics.jsonl").is_file() and len((out / "metrics.jsonl").read_text().splitlines()) >= 2:
-            break
-        time.sleep(1)
+    before = raylets()
+    proc = start_cli_run(path, tmp_path / "intr")
     t0 = time.monotonic()
     proc.send_signal(sig)
     _, err = proc.communicate(timeout=120)
@@ -69,6 +80,20 @@ def test_a_signal_stops_the_run_and_its_ray_cluster(warm_model, tmp_path, sig):
     assert time.monotonic() - t0 < 30  # no 30 s wait on a generator blocked in an insert
     time.sleep(3)
     assert raylets() <= before  # the run's own local cluster is gone
+
+
+def test_a_driver_killed_with_sigkill_leaves_no_ray_behind(warm_model, tmp_path):
+    path, _ = warm_model
+    before = raylets()
+    proc = start_cli_run(path, tmp_path / "kill9")
+    assert raylets() - before  # the run started its own cluster
+    proc.kill()
+    proc.communicate(timeout=60)
+    for _ in range(30):  # the orphan guard polls every second
+        if raylets() <= before:
+            break
+        time.sleep(1)
+    assert raylets() <= before
 
 
 def test_cli_rejects_bad_config_in_one_line(tmp_path):
