@@ -46,3 +46,12 @@ def resolve_resume(resume_from: str | None, output_dir: str | Path) -> Path | No
     if resume_from == "auto":
         return latest_checkpoint(output_dir)
     return Path(resume_from) if resume_from else None
+
+
+def link_final_model(output_dir: str | Path, checkpoint: Path) -> Path:
+    """`<output_dir>/final_model`: a relative link to the last checkpoint's HF folder (no second copy of a big model)."""
+    link = Path(output_dir) / "final_model"
+    if link.is_symlink() or link.exists():
+        link.unlink()
+    link.symlink_to(Path(os.path.relpath(checkpoint / "hf_model", link.parent)), target_is_directory=True)
+    return link

@@ -60,7 +60,8 @@ def warmstart(src: Path = typer.Argument(..., help="HF model folder to start fro
 
 
 @app.command("eval")
-def eval_(model: Optional[Path] = typer.Argument(None, help="HF model folder; default model.path"),
+def eval_(model: Optional[Path] = typer.Argument(None, help="HF model folder; default: run.output_dir/final_model, "
+                                                       "else model.path"),
           config: Optional[Path] = ConfigOpt, set_: Optional[List[str]] = SetOpt,
           k: Optional[int] = typer.Option(None, help="k of pass@k; default run.eval_k")) -> None:
     """pass@1 (greedy and sampled) and pass@k on the task's eval split."""
@@ -72,9 +73,12 @@ def eval_(model: Optional[Path] = typer.Argument(None, help="HF model folder; de
     from replay_rl.preflight import check_model_folder
 
     cfg = _load(config, set_)
-    path = model or Path(cfg.model.path)
+    trained = Path(cfg.run.output_dir) / "final_model"
+    path = model or (trained if (trained / "config.json").is_file() else Path(cfg.model.path))
     with _config_errors_exit_2():
         check_model_folder(path, "MODEL" if model else "model.path")
+    typer.echo(f"scoring {path}" + ("" if model else " (the run's final model)" if path == trained else
+                                   " (model.path: no final_model in run.output_dir yet)"), err=True)
     backend = HFBackend(str(path), cfg.model.dtype)
     result = evaluate_for_run(backend, load_tokenizer(path), make_task(cfg.task, cfg.run.seed), cfg, k)
     typer.echo(json.dumps(result))
@@ -83,6 +87,7 @@ def eval_(model: Optional[Path] = typer.Argument(None, help="HF model folder; de
 @app.command()
 def train(config: Optional[Path] = ConfigOpt, set_: Optional[List[str]] = SetOpt) -> None:
     """Run W generators, T DeepSpeed learner ranks and T replay shards on Ray (the embedded tiny CPU run by default)."""
+    from rich.console import Console
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
     from replay_rl.preflight import preflight
@@ -92,8 +97,9 @@ def train(config: Optional[Path] = ConfigOpt, set_: Optional[List[str]] = SetOpt
     with _config_errors_exit_2():
         preflight(cfg)  # before the bar and before Ray: a bad input is one line and exit 2
     shown: dict = {}
+    # the bar on stderr: stdout carries only the closing summary
     with Progress(TextColumn("[bold]train"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
-                  TextColumn("{task.description}")) as bar:
+                  TextColumn("{task.description}"), console=Console(stderr=True)) as bar:
         job = bar.add_task("", total=cfg.run.steps)
 
         def progress(step: int, rec: dict) -> None:
@@ -113,8 +119,23 @@ def train(config: Optional[Path] = ConfigOpt, set_: Optional[List[str]] = SetOpt
         except Exception as e:  # noqa: BLE001 - one line here, the whole traceback in the run folder
             typer.echo(f"run failed: {describe_failure(e, Path(cfg.run.output_dir) / 'error.log')}", err=True)
             raise typer.Exit(1) from None
-    typer.echo(json.dumps({k: final[k] for k in ("step", "output_dir", "eval/pass@1", f"eval/pass@{cfg.run.eval_k}",
-                                                 "k_inf", "k_train", "mu", "gamma", "compute", "replay_ratio") if k in final}))
+    typer.echo(closing_summary(cfg, final))
+
+
+def closing_summary(cfg, final: dict) -> str:
+    """A few lines a person reads at the end of a run: did RL help, what it cost, where the files are."""
+    from replay_rl.metrics import read_metrics
+
+    out = Path(final["output_dir"])
+    evals = read_metrics(out / "metrics.jsonl", "eval")
+    first, last = evals[0], evals[-1]
+    return "\n".join([
+        f"pass@1 (greedy, {int(last['eval/eval_problems'])} held-out problems): {first['eval/pass@1']:.3f} at step "
+        f"{first['step']} → {last['eval/pass@1']:.3f} at step {last['step']}",
+        f"compute: {final['compute']:.0f} trainer-step equivalents = (K_train {final['k_train']} + μ {final['mu']:.2f}"
+        f" × K_inf {final['k_inf']}) / B; replay ratio {final['replay_ratio']:.2f}, γ {final['gamma']:.2f}",
+        f"files: {out}/metrics.jsonl, {out}/final_model/ (score it: replay-rl eval {out}/final_model)",
+        f"look: tensorboard --logdir {out}/tb"])
 
 
 @app.command()

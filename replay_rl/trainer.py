@@ -17,7 +17,7 @@ from pathlib import Path
 import ray
 
 from replay_rl.accounting import ComputeLedger
-from replay_rl.checkpoints import resolve_resume
+from replay_rl.checkpoints import checkpoint_dir, is_checkpoint, link_final_model, resolve_resume
 from replay_rl.config import RunConfig
 from replay_rl.metrics import MetricsSink
 from replay_rl.orphan_guard import start_guard
@@ -95,7 +95,10 @@ def train(cfg: RunConfig, progress=None) -> dict:
                 break
         # the buffer's whole age / reuse / since-last-use histograms, for the benchmark's distributions
         (out / "replay_stats.json").write_text(json.dumps(replay.__dict__ | {"replay_ratio": replay.replay_ratio}))
-        return record | {"step": step, "output_dir": str(out)}
+        final = checkpoint_dir(out, step)
+        if not is_checkpoint(final):  # the end state: resumable, and its hf_model/ is the trained model
+            final = roles.checkpoint(out, step, ledger)
+        return record | {"step": step, "output_dir": str(out), "final_model": str(link_final_model(out, final))}
     finally:
         if roles is not None:
             roles.shutdown()

@@ -33,9 +33,12 @@ def test_cli_train_replay_mode_writes_metrics(warm_model, tmp_path):
                            "-s", f"run.output_dir={out}", "-s", "run.steps=4", "-s", "run.eval_every=2",
                            "-s", "run.eval_prompts=40", "-s", "learner.batch_size=32"], capture_output=True, text=True, env=env, timeout=600)
     assert proc.returncode == 0, proc.stderr[-3000:]
-    final = json.loads(proc.stdout.strip().splitlines()[-1])
-    assert final["step"] == 4 and final["k_train"] == 4 * 32 and final["k_inf"] >= 64
+    summary = proc.stdout.strip().splitlines()
+    assert summary[0].startswith("pass@1 (greedy, 40 held-out problems): ") and "at step 0 →" in summary[0]
+    assert summary[1].startswith("compute: ") and f"{out}/final_model/" in summary[2]
+    assert (out / "final_model" / "config.json").is_file() and (out / "checkpoints" / "step_4").is_dir()
     rows = read_metrics(out / "metrics.jsonl", "train")
+    assert rows[-1]["k_train"] == 4 * 32 and rows[-1]["k_inf"] >= 64
     assert [r["step"] for r in rows] == [1, 2, 3, 4]
     assert all(r["mu"] > 0 and r["gamma"] > 0 and "age_mean" in r and "clip_fraction" in r for r in rows)
     # an eval at step 0 (where RL starts) and every run.eval_every steps; compute on the paper's axis
