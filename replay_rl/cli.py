@@ -147,17 +147,31 @@ def plan(mu: float = typer.Option(..., help="measured μ = cost to generate a ba
     """Theorem 4.5: optimal staleness horizon x* = N/R, replay ratio y* = B/R, and the recommended N."""
     from dataclasses import asdict
 
-    from replay_rl.theory import plan as solve
+    from replay_rl.theory import NoInteriorOptimum, plan as solve
 
-    ratio = None
-    if w_t is not None:
-        num, _, den = w_t.partition("/")
-        ratio = float(num) / float(den or 1)
     try:
-        typer.echo(json.dumps(asdict(solve(mu, alpha, rho, batch_size, ratio))))
+        result = solve(mu, alpha, rho, batch_size, None if w_t is None else parse_ratio(w_t))
+    except NoInteriorOptimum as e:
+        typer.echo(f"plan: {e}", err=True)
+        raise typer.Exit(1) from None
     except ValueError as e:
         typer.echo(f"plan: {e}", err=True)
         raise typer.Exit(2) from None
+    if result.capacity is not None and result.capacity != result.capacity_unclamped:
+        typer.echo(f"plan: x*·R = {result.capacity_unclamped} is below one batch, so N is raised to B = "
+                   f"{result.capacity}; that N implies a horizon of {result.x_at_capacity:.2f} (x* is "
+                   f"{result.x_star:.2f})", err=True)
+    typer.echo(json.dumps(asdict(result)))
+
+
+def parse_ratio(text: str) -> float:
+    """--w-t as 'W/T' (5/3) or a number (1.67)."""
+    num, sep, den = text.partition("/")
+    try:
+        value = float(num) / float(den) if sep else float(num)
+    except (ValueError, ZeroDivisionError):
+        raise ValueError(f"--w-t: expected W/T like 5/3 or a positive number (got {text!r})") from None
+    return value
 
 
 if __name__ == "__main__":

@@ -20,18 +20,35 @@ class Plan:
     x_star: float            # optimal staleness horizon N/R (max age in steps)
     y_star: float            # optimal replay ratio B/R (mean uses per rollout)
     rollouts_per_step: float | None = None   # R ≈ B·(W/T)/μ for the given hardware split
-    capacity: int | None = None              # recommended N = x*·R
+    capacity: int | None = None              # recommended N = x*·R, raised to B when that is smaller
+    capacity_unclamped: int | None = None    # x*·R before raising it to B
+    x_at_capacity: float | None = None       # the horizon N/R the recommended N implies (≠ x* when clamped)
     replay_ratio_at_split: float | None = None  # B/R the given W/T actually yields
     w_over_t_for_y_star: float | None = None    # the W/T that would give y* (= μ / y*)
 
 
+class NoInteriorOptimum(ValueError):
+    """The theorem's objective has no minimum inside (0, ∞) for these parameters; the message gives the limit."""
+
+
 def _check(mu: float, alpha: float, rho: float) -> None:
-    if mu <= 0:
-        raise ValueError(f"mu must be > 0 (got {mu})")
-    if not 0 <= alpha:
-        raise ValueError(f"alpha must be ≥ 0 (got {alpha})")
+    if not (math.isfinite(mu) and mu > 0):
+        raise ValueError(f"mu must be a finite number > 0 (got {mu})")
+    if not (math.isfinite(alpha) and alpha >= 0):
+        raise ValueError(f"alpha must be a finite number ≥ 0 (got {alpha})")
     if not 0 <= rho <= 1:
         raise ValueError(f"rho must be in [0, 1] (got {rho})")
+
+
+def _check_interior(alpha: float) -> None:
+    """σ̄²(x) ∝ x^{2α} against the (√(1/μ) + √(ρ + 1/x))² that staleness buys: the product falls forever at α = 0
+    and never falls (x^{2α−1} at small x) at α ≥ 1/2."""
+    if alpha == 0:
+        raise NoInteriorOptimum("no interior optimum at alpha = 0: staleness adds no gradient noise, so the horizon "
+                                "x* is unbounded (take N as large as memory allows)")
+    if alpha >= 0.5:
+        raise NoInteriorOptimum(f"no interior optimum at alpha = {alpha:g} ≥ 1/2: gradient noise grows at least as "
+                                "fast as staleness saves, so x* → 0 (stay on-policy: N = B, replay ratio 1)")
 
 
 def optimum_closed_form(mu: float, alpha: float, rho: float) -> tuple[float, float]:
@@ -62,6 +79,12 @@ def optimum_numeric(mu: float, alpha: float, rho: float, lo: float = 1e-4, hi: f
 
 def plan(mu: float, alpha: float, rho: float, batch_size: int | None = None, w_over_t: float | None = None) -> Plan:
     """x*, y*, and with B and W/T the recommended buffer size N = x*·R where R = B·(W/T)/μ."""
+    _check(mu, alpha, rho)
+    _check_interior(alpha)
+    if batch_size is not None and batch_size < 1:
+        raise ValueError(f"batch_size must be ≥ 1 (got {batch_size})")
+    if w_over_t is not None and not (math.isfinite(w_over_t) and w_over_t > 0):
+        raise ValueError(f"W/T must be a finite number > 0 (got {w_over_t})")
     try:
         x, y = optimum_closed_form(mu, alpha, rho)
     except ValueError:
@@ -69,4 +92,6 @@ def plan(mu: float, alpha: float, rho: float, batch_size: int | None = None, w_o
     if batch_size is None or w_over_t is None:
         return Plan(x, y)
     r = batch_size * w_over_t / mu
-    return Plan(x, y, r, max(batch_size, round(x * r)), batch_size / r, mu / y)
+    n = max(batch_size, round(x * r))
+    return Plan(x, y, rollouts_per_step=r, capacity=n, capacity_unclamped=round(x * r), x_at_capacity=n / r,
+                replay_ratio_at_split=batch_size / r, w_over_t_for_y_star=mu / y)

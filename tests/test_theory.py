@@ -42,4 +42,32 @@ def test_plan_cli():
     got = json.loads(out.stdout)
     assert got["y_star"] == pytest.approx(3.21, abs=0.01) and got["x_star"] == pytest.approx(2.43, abs=0.01)
     bad = subprocess.run([sys.executable, "-m", "replay_rl.cli", "plan", "--mu", "-1"], capture_output=True, text=True)
-    assert bad.returncode == 2 and "mu must be > 0" in bad.stderr
+    assert bad.returncode == 2 and "mu must be a finite number > 0" in bad.stderr
+
+
+def plan_cli(*args):
+    return subprocess.run([sys.executable, "-m", "replay_rl.cli", "plan", *args], capture_output=True, text=True)
+
+
+@pytest.mark.parametrize("args, code, message", [
+    (["--mu", "5.28", "--alpha", "0.6"], 1, "no interior optimum at alpha = 0.6 ≥ 1/2"),
+    (["--mu", "5.28", "--alpha", "0.5"], 1, "no interior optimum at alpha = 0.5 ≥ 1/2"),
+    (["--mu", "5.28", "--alpha", "0"], 1, "no interior optimum at alpha = 0: "),
+    (["--mu", "nan"], 2, "mu must be a finite number > 0 (got nan)"),
+    (["--mu", "inf"], 2, "mu must be a finite number > 0 (got inf)"),
+    (["--mu", "5.28", "--batch-size", "60", "--w-t", "5/0"], 2, "--w-t: expected W/T like 5/3"),
+    (["--mu", "5.28", "--batch-size", "60", "--w-t", "abc"], 2, "--w-t: expected W/T like 5/3"),
+    (["--mu", "5.28", "--batch-size", "60", "--w-t", "-5/3"], 2, "W/T must be a finite number > 0"),
+    (["--mu", "5.28", "--batch-size", "0", "--w-t", "5/3"], 2, "batch_size must be ≥ 1 (got 0)"),
+])
+def test_plan_never_answers_nonsense(args, code, message):
+    out = plan_cli(*args)
+    assert out.returncode == code and out.stderr.startswith("plan: ") and message in out.stderr and len(out.stderr.strip().splitlines()) == 1 and not out.stdout
+
+
+def test_plan_says_when_it_raises_n_to_the_batch_size():
+    out = plan_cli("--mu", "5.28", "--batch-size", "60", "--w-t", "5/3")
+    got = json.loads(out.stdout)
+    assert got["capacity_unclamped"] == 46 and got["capacity"] == 60
+    assert got["x_at_capacity"] == pytest.approx(60 / got["rollouts_per_step"]) and got["x_at_capacity"] > got["x_star"]
+    assert "N is raised to B = 60; that N implies a horizon of 3.17 (x* is 2.43)" in out.stderr
