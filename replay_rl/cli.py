@@ -98,15 +98,16 @@ def train(config: Optional[Path] = ConfigOpt, set_: Optional[List[str]] = SetOpt
         preflight(cfg)  # before the bar and before Ray: a bad input is one line and exit 2
     shown: dict = {}
     # the bar on stderr: stdout carries only the closing summary
-    with Progress(TextColumn("[bold]train"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
+    # fits 80 columns at 100000 steps: 6 + 10 + 13 + 7 + 43
+    with Progress(TextColumn("[bold]train"), BarColumn(bar_width=10), MofNCompleteColumn(), TimeElapsedColumn(),
                   TextColumn("{task.description}"), console=Console(stderr=True)) as bar:
         job = bar.add_task("", total=cfg.run.steps)
 
         def progress(step: int, rec: dict) -> None:
             shown.update({k: rec[k] for k in ("eval/pass@1",) if k in rec})
             bar.update(job, completed=step, description=(
-                f"reward {rec['reward_mean']:.2f}  eval {shown.get('eval/pass@1', float('nan')):.2f}  "
-                f"compute {rec['compute']:.0f}  replay {rec['replay_ratio']:.1f}  age {rec['age_mean']:.1f}"))
+                f"reward {rec['reward_mean']:.2f} eval {shown.get('eval/pass@1', float('nan')):.2f} "
+                f"compute {rec['compute']:.0f} age {rec['age_mean']:.1f}"))
 
         try:
             with _config_errors_exit_2():

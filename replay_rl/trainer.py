@@ -8,6 +8,7 @@
 from __future__ import annotations
 
 import json
+import logging
 import os
 import signal
 import threading
@@ -35,6 +36,7 @@ def connect(cfg: RunConfig) -> bool:
     # a submitted job already carries its runtime_env (cluster/submit.py); only a local cluster gets ours
     env = {"env_vars": {"HF_HUB_OFFLINE": "1", "HF_HUB_DISABLE_PROGRESS_BARS": "1", "TOKENIZERS_PARALLELISM": "false"}}
     # address="local" always starts a fresh cluster, never one that another process left running here
+    log_ray_to_file(Path(cfg.run.output_dir) / "ray.log")
     ray.init(address="local" if local else cfg.cluster.address, include_dashboard=False, log_to_driver=False,
              **({"num_cpus": max(2, os.cpu_count() or 2), "runtime_env": env} if local else {}))
     check_fits(cfg, ray.cluster_resources())
@@ -42,6 +44,16 @@ def connect(cfg: RunConfig) -> bool:
         node = ray._private.worker._global_node
         start_guard([info.process.pid for infos in node.all_processes.values() for info in infos])
     return local
+
+
+def log_ray_to_file(path: Path) -> None:
+    """Ray's start-up lines (token auth, "Started a local Ray instance") go to the run folder, not into the bar."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    # ray.init re-installs its own handler on the "ray" logger, so the file handler sits one level below
+    logger = logging.getLogger("ray._private")
+    logger.handlers = [logging.FileHandler(path)]
+    logger.setLevel(logging.INFO)
+    logger.propagate = False
 
 
 def ledger_for(cfg: RunConfig) -> ComputeLedger:
