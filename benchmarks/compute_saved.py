@@ -77,6 +77,14 @@ def horizon_capacity(cfg: RunConfig, w: int, t: int, mu: float) -> int:
     return int(plan(mu, 0.25, 0.1, cfg.learner.batch_size, w / t).capacity)
 
 
+def fresh_capacity_floor(cfg: RunConfig) -> int:
+    """The smallest N whose fresh part holds one batch: positive-bias keeps only (1−δ)N fresh items, and its δN
+    reserve fills only with correct rollouts that age out, so at N = B a paced run could never fill a batch."""
+    keep = 1 - cfg.replay.delta if cfg.replay.type == "positive_bias" else 1.0
+    t = cfg.cluster.learners
+    return int(math.ceil(cfg.learner.batch_size / keep / t)) * t
+
+
 def run_specs(preset: dict, base: list[str], out: Path) -> list[tuple[str, int, RunConfig]]:
     """(config name, seed, RunConfig) for every run, baseline first. Replay gets the baseline's compute budget."""
     probe = RunConfig.load(None, base)
@@ -96,6 +104,7 @@ def run_specs(preset: dict, base: list[str], out: Path) -> list[tuple[str, int, 
             scale = (1 + c["mu"]) / (1 + c["w"] / c["t"])  # same compute as the baseline's `steps`
             n = int(math.ceil(horizon_capacity(probe, c["w"], c["t"], c["mu"]) * c["n_mult"] / probe.cluster.learners)
                     ) * probe.cluster.learners
+            n = max(n, fresh_capacity_floor(RunConfig.load(None, [*base, *c["overrides"]])))
             add(name, seeds, [*c["overrides"], f"replay.capacity={n}",
                               f"cluster.emulate={{mu: {c['mu']}, generators: {c['w']}, learners: {c['t']}}}"],
                 int(round(steps * scale)), max(1, int(round(every * scale))))

@@ -15,6 +15,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import re
 import subprocess
 import sys
 import time
@@ -55,6 +56,21 @@ def build_command(args: argparse.Namespace) -> list[str]:
     return cmd + ["--"] + entry
 
 
+RAY_LOG_LINE = re.compile(r"^\d{4}-\d\d-\d\d[ T][\d:,.]+\s+(INFO|WARNING|DEBUG)\b")
+
+
+def failure_reason(args: argparse.Namespace, proc: subprocess.CompletedProcess, env: dict) -> str:
+    """The job's own last line (its driver prints one line on failure), from the job's full logs: the streamed
+    output can end before the job's last lines arrive on a loaded head. Ray's INFO/WARNING lines are skipped."""
+    logs = subprocess.run(["ray", "job", "logs", "--address", args.address, args.submission_id],
+                          capture_output=True, text=True, env=env)
+    for text in (logs.stdout if logs.returncode == 0 else "", proc.stdout + proc.stderr):
+        lines = [ln.strip() for ln in text.splitlines() if ln.strip() and not RAY_LOG_LINE.match(ln.strip())]
+        if lines:
+            return lines[-1]
+    return f"exit code {proc.returncode}, no output"
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[1])
     ap.add_argument("--address", required=True, help="Ray dashboard address, e.g. http://127.0.0.1:8265")
@@ -65,6 +81,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--submission-id", default=None)
     ap.add_argument("--no-wait", action="store_true", help="return once submitted")
     args = ap.parse_args(argv)
+    args.submission_id = args.submission_id or f"replay-rl-{time.strftime('%Y%m%d-%H%M%S')}-{os.getpid()}"
     try:
         RunConfig.load(args.config, args.set)
     except ConfigError as e:
@@ -81,9 +98,7 @@ def main(argv: list[str] | None = None) -> int:
     sys.stdout.write(proc.stdout)
     if proc.returncode != 0:
         # surface the one line that says why (the job's own error, or the CLI's), not a wall of log
-        lines = [ln for ln in (proc.stdout + proc.stderr).splitlines() if ln.strip()]
-        reason = next((ln for ln in reversed(lines) if "Error" in ln or "error" in ln), lines[-1] if lines else "")
-        print(f"submit: job failed: {reason.strip()}", file=sys.stderr)
+        print(f"submit: job failed: {failure_reason(args, proc, env)}", file=sys.stderr)
         return 1
     return 0
 

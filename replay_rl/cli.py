@@ -91,7 +91,7 @@ def train(config: Optional[Path] = ConfigOpt, set_: Optional[List[str]] = SetOpt
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
     from replay_rl.preflight import preflight
-    from replay_rl.trainer import describe_failure, train as run
+    from replay_rl.trainer import train as run
 
     cfg = _load(config, set_)
     with _config_errors_exit_2():
@@ -110,17 +110,28 @@ def train(config: Optional[Path] = ConfigOpt, set_: Optional[List[str]] = SetOpt
                 f"compute {rec['compute']:.0f} age {rec['age_mean']:.1f}"))
 
         try:
-            with _config_errors_exit_2():
-                final = run(cfg, progress)
-        except typer.Exit:
-            raise
-        except KeyboardInterrupt:  # run() has already stopped every actor and Ray in its finally
-            typer.echo("stopped: actors and Ray shut down, metrics so far are in " + cfg.run.output_dir, err=True)
-            raise typer.Exit(130) from None
-        except Exception as e:  # noqa: BLE001 - one line here, the whole traceback in the run folder
-            typer.echo(f"run failed: {describe_failure(e, Path(cfg.run.output_dir) / 'error.log')}", err=True)
-            raise typer.Exit(1) from None
+            final = run(cfg, progress)
+        except BaseException as e:  # noqa: BLE001 - the bar's last frame first, then the one line, last
+            bar.stop()
+            _exit_with_one_line(e, cfg)
     typer.echo(closing_summary(cfg, final))
+
+
+def _exit_with_one_line(e: BaseException, cfg) -> None:
+    from replay_rl.config import ConfigError
+    from replay_rl.trainer import describe_failure
+
+    if isinstance(e, KeyboardInterrupt):  # run() has already stopped every actor and Ray in its finally
+        typer.echo("stopped: actors and Ray shut down, metrics so far are in " + cfg.run.output_dir, err=True)
+        raise typer.Exit(130) from None
+    if isinstance(e, ConfigError):
+        typer.echo(str(e), err=True)
+        raise typer.Exit(2) from None
+    if not isinstance(e, Exception):
+        raise e
+    # one line here, the whole traceback in the run folder
+    typer.echo(f"run failed: {describe_failure(e, Path(cfg.run.output_dir) / 'error.log')}", err=True)
+    raise typer.Exit(1) from None
 
 
 def closing_summary(cfg, final: dict) -> str:

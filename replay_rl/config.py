@@ -7,6 +7,7 @@ the code trusts the config: no getattr defaults, no re-validation. Choices are d
 from __future__ import annotations
 
 import json
+import math
 from pathlib import Path
 from typing import Annotated, Any, Literal, Union
 
@@ -232,8 +233,7 @@ class NcclSyncConfig(_SyncCommon):
     type: Literal["nccl"] = "nccl"
     backend: Literal["nccl", "gloo"] = "nccl"
     timeout_s: float = Field(60.0, gt=0)
-    """A member that does not join a broadcast within this long (frozen, dead) fails the publish instead of hanging
-    it. Raise it for models whose broadcast takes longer."""
+    """A member that misses a broadcast this long (frozen, dead) fails the publish; raise it for big models."""
 
 
 SyncConfig = Annotated[Union[ObjectStoreSyncConfig, NcclSyncConfig], Field(discriminator="type")]
@@ -292,8 +292,7 @@ class RunSettings(_Section):
     eval_k: int = Field(4, ge=1)
     checkpoint_every: int | None = Field(None, ge=1)
     resume_from: str | None = None
-    """A checkpoints/step_N folder written by a previous run, or 'auto': the newest complete checkpoint in output_dir
-    (a fresh start when there is none). Metrics rows after the checkpoint's step are dropped from metrics.jsonl."""
+    """A checkpoints/step_N folder, or 'auto': output_dir's newest complete one (none: a fresh start)."""
     max_generator_restarts: int = Field(3, ge=0)
     """Generators that die (actor lost, OOM-killed) are replaced this many times in a run; then the run stops."""
     stall_timeout_s: float = Field(120.0, gt=0)
@@ -320,9 +319,11 @@ class RunConfig(_Section):
         if self.replay.capacity % c.learners:
             raise ValueError(f"replay.capacity: {self.replay.capacity} does not divide by cluster.learners="
                              f"{c.learners} (one shard per learner rank); use a multiple of {c.learners}")
-        if self.replay.capacity < b:
-            raise ValueError(f"replay.capacity: {self.replay.capacity} is smaller than learner.batch_size={b}; "
-                             "a shard could never fill one sub-batch")
+        keep = 1 - self.replay.delta if self.replay.type == "positive_bias" else 1.0  # the δN reserve fills slowly
+        if round(keep * self.shard_capacity) < self.rank_batch_size:
+            raise ValueError(f"replay.capacity: {self.replay.capacity} keeps {round(keep * self.shard_capacity)} fresh "
+                             f"items a shard{' ((1−δ)N)' if keep < 1 else ''}, fewer than a rank's batch of "
+                             f"{self.rank_batch_size}; use capacity ≥ {math.ceil(b / keep / c.learners) * c.learners}")
         if c.total_gpus is not None:
             need = c.generators * c.gpus_per_generator + c.learners * c.gpus_per_learner
             if need > c.total_gpus:
@@ -331,10 +332,8 @@ class RunConfig(_Section):
         if c.emulate is not None and self.replay.rate_limit is not None:
             raise ValueError("replay.rate_limit: cluster.emulate derives the replay ratio (μ·T/W) and paces generation "
                              "itself; remove replay.rate_limit or cluster.emulate")
-        if self.replay.rate_limit is not None:
-            problem = rate_limit_problem(self.rate_limit_setting(), self.replay.max_reuse)
-            if problem:
-                raise ValueError(problem)
+        if self.replay.rate_limit and (problem := rate_limit_problem(self.rate_limit_setting(), self.replay.max_reuse)):
+            raise ValueError(problem)
         if self.sync.type == "nccl" and self.replay.rate_limit is not None:
             # a generator blocked in a rate-limited insert cannot join the broadcast rank 0 is waiting in
             raise ValueError("sync: type=nccl with replay.rate_limit can deadlock; use sync.type=object_store")

@@ -69,6 +69,6 @@ def test_bad_submissions_fail_with_one_clear_line(head, warm_model, tmp_path):
     too_big = submit(head, "-c", "configs/tiny_cpu.yaml", "-s", f"model.path={warm_model[0]}", "-s",
                      f"run.output_dir={tmp_path / 'big'}", "-s", "cluster.generators=10", "-s", "cluster.cpus_per_actor=0.5")
     assert too_big.returncode == 1
-    assert too_big.stderr.strip() == ("submit: job failed: RuntimeError: cluster too small for W=10, T=2: needs 0 GPUs "
+    assert too_big.stderr.strip() == ("submit: job failed: cluster too small for W=10, T=2: needs 0 GPUs "
                                       "and 6.5 CPUs, the Ray cluster has 0 GPUs and 2 CPUs; lower cluster.generators / "
                                       "cluster.learners or add nodes")

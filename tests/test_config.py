@@ -17,7 +17,8 @@ def test_tiny_cpu_yaml_is_the_embedded_default():
 
 
 def test_round_trip_through_resolved_json(tmp_path):
-    cfg = RunConfig.load(None, ["replay.type=positive_bias", "replay.delta=0.2", "learner.loss.type=asymre"])
+    cfg = RunConfig.load(None, ["replay.type=positive_bias", "replay.delta=0.2", "replay.capacity=160",
+                                "learner.loss.type=asymre"])
     cfg.dump_json(tmp_path / "c.json")
     assert RunConfig.load(tmp_path / "c.json") == cfg  # JSON is YAML
     assert cfg.replay.delta == 0.2 and cfg.learner.loss.baseline_shift == -0.1
@@ -39,7 +40,9 @@ def test_dotted_overrides_and_derived_properties():
     (["learner.batch_size=33"], "learner.batch_size", "multiple of 2"),
     (["replay.type=positive_bias", "replay.delta=1.0"], "replay.delta", "less than 1"),
     (["replay.type=positive_bias", "replay.delta=-0.1"], "replay.delta", "greater than or equal to 0"),
-    (["replay.capacity=16"], "replay.capacity", "smaller than learner.batch_size"),
+    (["replay.capacity=16"], "replay.capacity", "16 keeps 8 fresh items a shard, fewer than a rank's batch of 64"),
+    (["replay.type=positive_bias", "replay.delta=0.2", "replay.capacity=128"], "replay.capacity",
+     "keeps 51 fresh items a shard ((1−δ)N), fewer than a rank's batch of 64; use capacity ≥ 160"),
     (["replay.capacity=65"], "replay.capacity", "multiple of 2"),
     (["cluster.total_gpus=8", "cluster.gpus_per_generator=1", "cluster.gpus_per_learner=1",
       "cluster.generators=7"], "cluster", "does not fit cluster.total_gpus=8"),

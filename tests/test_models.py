@@ -27,7 +27,8 @@ def test_tiny_model_folder_reloads_offline_with_identical_logits(tmp_path):
     assert 200_000 < parameter_count(model) < 5_000_000
     ids = load_tokenizer(path)("12+34=", return_tensors="pt")["input_ids"]
     # a fresh interpreter with the hub disabled must see exactly the same function
-    code = (f"import torch; from transformers import AutoModelForCausalLM as M; "
+    # one thread on both sides (conftest bounds this process): reductions then sum in the same order
+    code = (f"import torch; torch.set_num_threads(1); from transformers import AutoModelForCausalLM as M; "
             f"m = M.from_pretrained({str(path)!r}); print(m(torch.tensor({ids.tolist()})).logits.sum().item())")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                          env={"HF_HUB_OFFLINE": "1", "PATH": ""}, check=True)
