@@ -171,7 +171,7 @@ class Roles:
         if gens:
             ledger.extra["generator_version_min"] = min(g.version for g in gens)  # how far behind the slowest is
         ledger.extra["generator_restarts"] = self.restarts
-        ledger.learner_busy_s = learner["learner_busy_s"] * self.cfg.cluster.learners
+        ledger.learner_busy_s = learner["rank_busy_s"] * self.cfg.cluster.learners
         if sync:
             ledger.sync_s += sync["publish_s"]
             ledger.sync_bytes += sync["publish_bytes"]

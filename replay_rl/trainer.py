@@ -94,7 +94,7 @@ def train(cfg: RunConfig, progress=None) -> dict:
             ledger.wall_s = time.perf_counter() - t0
             replay = roles.replay.stats()
             roles.update(ledger, replay, metrics, sync)
-            record = {**metrics, **replay.summary(), **ledger.summary(), **(sync or {})}
+            record = merge_disjoint(metrics, replay.summary(), ledger.summary(), sync or {})
             sink.log(step, "train", record)
             if step % cfg.run.eval_every == 0 or step == cfg.run.steps:
                 record |= roles.evaluate(step)
@@ -118,6 +118,16 @@ def train(cfg: RunConfig, progress=None) -> dict:
             sink.close()
         if owns_ray:
             ray.shutdown()
+
+
+def merge_disjoint(*parts: dict) -> dict:
+    """One metrics record from its sources; a key two sources share would silently overwrite one of them."""
+    record: dict = {}
+    for part in parts:
+        if shared := record.keys() & part.keys():
+            raise KeyError(f"metric keys {sorted(shared)} come from two sources; give each quantity one name")
+        record |= part
+    return record
 
 
 def stop_on_sigterm() -> None:

@@ -93,7 +93,7 @@ class LearnerRankImpl:
         grad_norm = self.engine.get_global_grad_norm()
         return stats | {"loss": loss.item(), "entropy": ((entropy * mask).sum() / mask.sum()).item(),
                         "grad_norm": float(grad_norm) if grad_norm is not None else float("nan"),
-                        "learner_busy_s": self.busy_s}
+                        "rank_busy_s": self.busy_s}  # cumulative, this rank; the ledger sums ranks
 
     # ------------------------------------------------------------------ weights
     def full_state(self) -> dict[str, torch.Tensor]:
