@@ -11,6 +11,7 @@ import json
 import logging
 import os
 import signal
+import sys
 import threading
 import time
 from pathlib import Path
@@ -112,6 +113,8 @@ def train(cfg: RunConfig, progress=None) -> dict:
             final = roles.checkpoint(out, step, ledger)
         return record | {"step": step, "output_dir": str(out), "final_model": str(link_final_model(out, final))}
     finally:
+        if sys.exc_info()[0] is KeyboardInterrupt:
+            bound_shutdown(SHUTDOWN_BOUND_S)
         if roles is not None:
             roles.shutdown()
         if sink is not None:
@@ -128,6 +131,22 @@ def merge_disjoint(*parts: dict) -> dict:
             raise KeyError(f"metric keys {sorted(shared)} come from two sources; give each quantity one name")
         record |= part
     return record
+
+
+SHUTDOWN_BOUND_S = 60
+
+
+def bound_shutdown(seconds: float) -> None:
+    """After Ctrl-C / SIGTERM, cleanup gets `seconds`; then the process exits anyway (130) and the orphan guard
+    stops the local Ray it started. A loaded CI box once saw an interrupted run not exit within 300 s."""
+    def force_exit() -> None:
+        print(f"stopped: cleanup did not finish in {seconds:g}s; exiting, the run's Ray is stopped by its guard",
+              file=sys.stderr, flush=True)
+        os._exit(130)
+
+    timer = threading.Timer(seconds, force_exit)
+    timer.daemon = True
+    timer.start()
 
 
 def stop_on_sigterm() -> None:

@@ -79,10 +79,14 @@ def test_a_signal_stops_the_run_and_its_ray_cluster(warm_model, tmp_path, sig):
     proc.send_signal(sig)
     _, err = proc.communicate(timeout=300)  # idle: a few seconds; a loaded CI box was seen past 120 s
     assert proc.returncode == 130, err[-2000:]
-    assert "stopped: actors and Ray shut down" in err and "SIGTERM received" not in err and "Traceback" not in err
+    # "stopped: actors and Ray shut down", or after trainer.SHUTDOWN_BOUND_S "stopped: cleanup did not finish ..."
+    assert "\nstopped: " in "\n" + err and "SIGTERM received" not in err and "Traceback" not in err
     print(f"{sig.name} → exit in {time.monotonic() - t0:.1f}s")
-    time.sleep(3)
-    assert raylets() <= before  # the run's own local cluster is gone
+    for _ in range(30):  # the run's own local cluster is gone (by its finally, or by the orphan guard)
+        if raylets() <= before:
+            break
+        time.sleep(1)
+    assert raylets() <= before
 
 
 def test_a_driver_killed_with_sigkill_leaves_no_ray_behind(warm_model, tmp_path):
