@@ -82,5 +82,6 @@ def warmstart(cfg: RunConfig, src: str | Path, out_path: str | Path, log=print) 
     save_model_folder(model, tokenizer, out_path)
     stats = {"steps": step, "eval_accuracy": acc, "seconds": time.perf_counter() - t0,
              "parameters": parameter_count(model)}
-    log(f"warm start: {stats}")
+    log(f"warm start: {step} steps, greedy accuracy {acc:.2f} on {w.eval_prompts} problems, {stats['seconds']:.0f} s, "
+        f"{stats['parameters']:,} parameters → {out_path}")
     return stats
