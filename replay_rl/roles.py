@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import json
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 
 import ray
@@ -48,12 +48,14 @@ class Roles:
     slots: list[GeneratorSlot]
     evaluator: object
     model_path: str
-    restarts: int = 0
-    _last_step_at: float = field(default_factory=time.monotonic)
 
     @property
     def generators(self) -> list:
         return [s.actor for s in self.slots]
+
+    @property
+    def restarts(self) -> int:
+        return sum(s.restarts for s in self.slots)
 
     def start_generators(self) -> None:
         for s in self.slots:
@@ -62,7 +64,7 @@ class Roles:
     def learner_step(self, consumer_version: int) -> dict[str, float]:
         """learners.step, watched: a generator that dies is replaced, a rank that dies or a step that stalls for
         run.stall_timeout_s ends the run with one line, instead of every rank waiting out its timeouts."""
-        pending, self._last_step_at = self.learners.step_async(consumer_version), time.monotonic()
+        pending, started = self.learners.step_async(consumer_version), time.monotonic()
         while True:
             ready, waiting = ray.wait(pending, num_returns=len(pending), timeout=1.0)
             if not waiting:
@@ -73,7 +75,7 @@ class Roles:
             if ready:  # one rank finished early only when another is stuck or dead
                 self._check_ranks(ready, pending)
             self.check_generators()
-            if time.monotonic() - self._last_step_at > self.cfg.run.stall_timeout_s:
+            if time.monotonic() - started > self.cfg.run.stall_timeout_s:
                 raise RunFailed(self.diagnose(consumer_version))
 
     def _check_ranks(self, ready: list, pending: list) -> None:
@@ -128,7 +130,6 @@ class Roles:
         s.actor = spawn_generator(self.cfg, i, self.model_path, self.replay.shards, self.board, first_call=calls)
         s.run, s.pending, s.stats = s.actor.run.remote(), None, None
         s.restarts += 1
-        self.restarts += 1
 
     def generator_stats(self) -> list:
         """The newest stats each generator has reported, without waiting on any: a paused one must not stall
