@@ -147,7 +147,8 @@ def closing_summary(cfg, final: dict) -> str:
         f"compute: {final['compute']:.0f} trainer-step equivalents = (K_train {final['k_train']} + μ {final['mu']:.2f}"
         f" × K_inf {final['k_inf']}) / B; replay ratio {final['replay_ratio']:.2f}, γ {final['gamma']:.2f}",
         f"files: {out}/metrics.jsonl, {out}/final_model/ (score it: replay-rl eval {out}/final_model)",
-        f"look: tensorboard --logdir {out}/tb"])
+        f"look: tensorboard --logdir {out}/tb" if (out / "tb").is_dir() else
+        "look: no tb/ written; pip install tensorboard to get TensorBoard logs"])
 
 
 @app.command()
