@@ -104,7 +104,8 @@ def run_specs(preset: dict, base: list[str], out: Path) -> list[tuple[str, int, 
             scale = (1 + c["mu"]) / (1 + c["w"] / c["t"])  # same compute as the baseline's `steps`
             n = int(math.ceil(horizon_capacity(probe, c["w"], c["t"], c["mu"]) * c["n_mult"] / probe.cluster.learners)
                     ) * probe.cluster.learners
-            n = max(n, fresh_capacity_floor(RunConfig.load(None, [*base, *c["overrides"]])))
+            # probed at a capacity any retention accepts: the base's N may be below this config's floor
+            n = max(n, fresh_capacity_floor(RunConfig.load(None, [*base, *c["overrides"], "replay.capacity=65536"])))
             add(name, seeds, [*c["overrides"], f"replay.capacity={n}",
                               f"cluster.emulate={{mu: {c['mu']}, generators: {c['w']}, learners: {c['t']}}}"],
                 int(round(steps * scale)), max(1, int(round(every * scale))))

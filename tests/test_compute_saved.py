@@ -54,6 +54,22 @@ def test_saved_fraction_bootstrap_and_budgets_ahead():
     assert never["compute_saved_pct"] is None and never["reached"] == "0/1"
 
 
+@pytest.mark.parametrize("preset", ["ladder", "full", "quick", "mini"])
+def test_every_preset_builds_valid_run_configs(preset, tmp_path):
+    # the full preset is run by hand only: a config rule added later (positive-bias capacity floor) once broke it
+    # before any run started, and nothing in CI noticed
+    sys.path.insert(0, str(ROOT / "benchmarks"))
+    from compute_saved import BASELINE, PRESETS, STUDY_BASE, run_specs
+
+    specs = run_specs(PRESETS[preset], [*STUDY_BASE, *PRESETS[preset]["set"]], tmp_path)
+    names = {name for name, _, _ in specs}
+    assert names == {BASELINE, *PRESETS[preset]["configs"], *PRESETS[preset]["sensitivity"]}
+    for name, _, cfg in specs:
+        keep = 1 - cfg.replay.delta if cfg.replay.type == "positive_bias" else 1.0
+        assert keep * cfg.replay.capacity >= cfg.learner.batch_size, name
+        assert cfg.cluster.emulate is not None, name
+
+
 @pytest.mark.slow
 @pytest.mark.ray
 @pytest.mark.deepspeed
