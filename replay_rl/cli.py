@@ -1,4 +1,4 @@
-"""`replay-rl` command line: init-model | warmstart | eval | train | plan."""
+"""`replay-rl` command line: init-model | warmstart | eval | train | config | plan."""
 
 from __future__ import annotations
 
@@ -149,6 +149,14 @@ def closing_summary(cfg, final: dict) -> str:
         f"files: {out}/metrics.jsonl, {out}/final_model/ (score it: replay-rl eval {out}/final_model)",
         f"look: tensorboard --logdir {out}/tb" if (out / "tb").is_dir() else
         "look: no tb/ written; pip install tensorboard to get TensorBoard logs"])
+
+
+@app.command("config")
+def show_config(config: Optional[Path] = ConfigOpt, set_: Optional[List[str]] = SetOpt) -> None:
+    """Print the resolved config as YAML, every field with its description; the output loads back with -c."""
+    from replay_rl.config.docs import documented_tree
+
+    typer.echo("\n".join(documented_tree(_load(config, set_))))
 
 
 @app.command()

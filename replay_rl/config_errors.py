@@ -47,7 +47,7 @@ def format_validation_error(e: ValidationError) -> str:
         loc = ".".join(str(p) for p in err["loc"] if str(p) not in UNION_TAGS and not str(p).startswith("function-"))
         msg = err["msg"].removeprefix("Value error, ")
         if err["type"] == "extra_forbidden":
-            msg = "unknown key; check the spelling against replay_rl/config.py"
+            msg = "unknown key; check the spelling with `replay-rl config`"
         got = err.get("input")
         shown = "" if err["type"] in ("extra_forbidden", "missing") or isinstance(got, dict) else f" (got {got!r})"
         lines.append(f"config error: {loc + ': ' if loc else ''}{msg}{shown}")

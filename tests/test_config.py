@@ -93,3 +93,21 @@ def test_compute_is_charged_from_the_counts_in_trainer_steps():
     free = ComputeLedger(5, 3, batch_size=60)        # no cost model: μ estimated from the counts
     free.k_train, free.k_inf = 600, 300
     assert free.mu == pytest.approx((600 / 3) / (300 / 5)) and free.compute == pytest.approx(10 * (1 + 5 / 3))
+
+
+def test_every_leaf_field_is_documented():
+    from replay_rl.config.docs import undocumented_fields
+
+    assert undocumented_fields(RunConfig) == []
+
+
+def test_config_command_prints_a_documented_tree_that_loads_back(tmp_path):
+    import subprocess
+    import sys
+
+    out = subprocess.run([sys.executable, "-m", "replay_rl.cli", "config", "-s", "replay.capacity=192",
+                          "-s", "learner.loss.type=asymre"], capture_output=True, text=True, check=True).stdout
+    assert "# N: total rollouts across all shards" in out and "capacity: 192" in out
+    assert "baseline_shift: -0.1" in out and "eps_low" not in out  # the chosen loss variant, not every variant
+    (tmp_path / "c.yaml").write_text(out)
+    assert RunConfig.load(tmp_path / "c.yaml") == RunConfig.load(None, ["replay.capacity=192", "learner.loss.type=asymre"])

@@ -107,7 +107,7 @@ def test_cli_rejects_bad_config_in_one_line(tmp_path):
     proc = subprocess.run([sys.executable, "-m", "replay_rl.cli", "train", "-s", "replay.capcity=8"],
                           capture_output=True, text=True, timeout=120)
     assert proc.returncode == 2 and proc.stderr.strip() == \
-        "config error: replay.capcity: unknown key; check the spelling against replay_rl/config.py"
+        "config error: replay.capcity: unknown key; check the spelling with `replay-rl config`"
 
 
 def test_on_policy_mode_uses_each_rollout_once(ray_cluster, warm_model, tmp_path):

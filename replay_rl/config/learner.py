@@ -1,0 +1,69 @@
+"""The learner: its loss (GRPO or AsymRE), optimizer and ZeRO stage; and how weights flow back."""
+
+from __future__ import annotations
+
+from typing import Annotated, Literal, Union
+
+from pydantic import Field
+
+from replay_rl.config.base import _Section
+
+
+class GrpoLossConfig(_Section):
+    type: Literal["grpo"] = "grpo"
+    """PPO-style clipped ratio on the frozen group advantage, no KL (the paper's main loss)."""
+    eps_low: float = Field(0.2, ge=0, lt=1)
+    """Lower clip: the ratio π/π_behaviour is clipped at 1 − eps_low. Smaller is more conservative."""
+    eps_high: float = Field(0.2, ge=0)
+    """Upper clip at 1 + eps_high; DAPO raises it (e.g. 0.28) to keep exploring."""
+
+
+class AsymreLossConfig(_Section):
+    type: Literal["asymre"] = "asymre"
+    """REINFORCE with a shifted baseline and no ratio (AsymRE, Arnal et al. 2025)."""
+    baseline_shift: float = -0.1
+    """δV: the baseline is the group's mean reward plus this (negative favours correct rollouts)."""
+    aggregation: Literal["seq_sum", "token_mean"] = "seq_sum"
+    """seq_sum: the paper's per-rollout mean of (r − (V̂ + δV))·Σ_t log π (longer rollouts weigh more);
+    token_mean: the same weight on a mean over all completion tokens of the sub-batch (gradient scaled by 1/length)."""
+
+
+class LearnerConfig(_Section):
+    loss: Annotated[Union[GrpoLossConfig, AsymreLossConfig], Field(discriminator="type")] = GrpoLossConfig()
+    """The policy loss, chosen by `type`: grpo or asymre."""
+    batch_size: int = Field(128, ge=1)
+    """B: rollouts per optimizer step over all learner ranks; each rank samples batch_size / learners."""
+    lr: float = Field(1.5e-4, gt=0)
+    """Adam learning rate. Higher learns faster and drifts further from the behaviour policy per step."""
+    betas: tuple[float, float] = (0.9, 0.999)
+    """Adam (β1, β2)."""
+    weight_decay: float = Field(0.0, ge=0)
+    """AdamW decoupled weight decay."""
+    grad_clip: float | None = Field(1.0, gt=0)
+    """Clip the global gradient norm to this; None: no clipping."""
+    zero_stage: int = Field(2, ge=0, le=3)
+    """DeepSpeed ZeRO stage: 0 replicates, 1 shards optimizer state, 2 also gradients, 3 also parameters."""
+
+
+class _SyncCommon(_Section):
+    every_steps: int = Field(1, ge=1)
+    """Publish weights after every k optimizer steps."""
+
+
+class ObjectStoreSyncConfig(_SyncCommon):
+    type: Literal["object_store"] = "object_store"
+    """Weights go through a Ray object on a board actor that generators poll. Works everywhere."""
+
+
+class NcclSyncConfig(_SyncCommon):
+    """Broadcast group learner rank 0 → generators (OpenRLHF-style). backend=gloo runs the same path on CPU."""
+
+    type: Literal["nccl"] = "nccl"
+    """Learner rank 0 broadcasts to every generator over a collective group."""
+    backend: Literal["nccl", "gloo"] = "nccl"
+    """Collective backend: nccl on GPUs, gloo to run the same path on CPU."""
+    timeout_s: float = Field(60.0, gt=0)
+    """A member that misses a broadcast this long (frozen, dead) fails the publish; raise it for big models."""
+
+
+SyncConfig = Annotated[Union[ObjectStoreSyncConfig, NcclSyncConfig], Field(discriminator="type")]

@@ -1,0 +1,66 @@
+"""Replay storage, its retention (fifo, lifo_once, positive_bias), selector and limits."""
+
+from __future__ import annotations
+
+from typing import Annotated, Literal, Union
+
+from pydantic import Field
+
+from replay_rl.config.base import _Section
+
+
+class RateLimitConfig(_Section):
+    """Reverb-style samples-per-insert limiter: error = inserts·samples_per_insert − samples stays within ±tolerance."""
+
+    samples_per_insert: float = Field(gt=0)
+    """Target replay ratio: samples drawn per rollout inserted (the paper's B/R). 1 uses each rollout once on average."""
+    tolerance: float | None = Field(None, gt=0)
+    """Band half-width in samples. None: the smallest that cannot deadlock for this batch, insert size and capacity
+    (replay/limit_check.py explores every reachable state); a value that can deadlock is rejected with that minimum."""
+    min_size_to_sample: int = Field(1, ge=1)
+    """Items a shard must hold before it serves any sample."""
+
+
+class _ReplayCommon(_Section):
+    capacity: int = Field(ge=1)
+    """N: total rollouts across all shards; each shard holds capacity / learners."""
+    sampler: Literal["uniform", "uniform_no_repeat", "abs_advantage"] = "uniform"
+    """uniform: the paper; uniform_no_repeat: unused items first; abs_advantage: priority ∝ |A|."""
+    max_staleness: int | None = Field(None, ge=0)
+    """Never return (and evict) items with age = consumer_version − policy_version above this. None: off (paper)."""
+    max_reuse: int | None = Field(None, ge=1)
+    """Evict an item once it has been sampled this many times. None: off (paper)."""
+    rate_limit: RateLimitConfig | None = None
+    """Bound samples per insert without cluster.emulate (which derives it). None: no limit."""
+    sample_timeout_s: float = Field(300.0, gt=0)
+    """A learner waiting longer than this for enough data fails with the reason it waited."""
+
+
+class FifoReplayConfig(_ReplayCommon):
+    type: Literal["fifo"] = "fifo"
+    """The paper's buffer: oldest out first, sampling does not remove."""
+    capacity: int = Field(128, ge=1)
+    """N: total rollouts across all shards; each shard holds capacity / learners."""
+
+
+class LifoOnceReplayConfig(_ReplayCommon):
+    """The paper's no-buffer baseline: freshest first, each rollout used once. capacity bounds the backlog."""
+
+    type: Literal["lifo_once"] = "lifo_once"
+    """The paper's baseline: freshest first, every rollout used once."""
+    capacity: int = Field(1024, ge=1)
+    """Most rollouts waiting to be consumed; beyond it the oldest unconsumed are dropped."""
+
+
+class PositiveBiasReplayConfig(_ReplayCommon):
+    type: Literal["positive_bias"] = "positive_bias"
+    """FIFO plus a reserve of δN for correct rollouts that age out of the main FIFO."""
+    capacity: int = Field(128, ge=1)
+    """N: total rollouts across all shards, reserve included; each shard holds capacity / learners."""
+    delta: float = Field(0.5, ge=0, lt=1)
+    """δ: share of capacity kept for the freshest correct rollouts that aged out of the main FIFO."""
+
+
+ReplayConfig = Annotated[
+    Union[FifoReplayConfig, LifoOnceReplayConfig, PositiveBiasReplayConfig], Field(discriminator="type")
+]

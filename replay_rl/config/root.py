@@ -1,0 +1,124 @@
+"""Typed run configuration: one root `RunConfig`, validated once, loaded from YAML with dotted overrides.
+
+Defaults are the embedded tiny CPU run (`configs/tiny_cpu.yaml` spells them out). After `load()` the rest of
+the code trusts the config: no getattr defaults, no re-validation. Choices are discriminated unions on `type`.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+from typing import Any
+
+from pydantic import ValidationError, model_validator
+
+from replay_rl.config.base import _Section
+from replay_rl.config.cluster import ClusterConfig, RunSettings
+from replay_rl.config.generation import GenerationConfig
+from replay_rl.config.learner import LearnerConfig, ObjectStoreSyncConfig, SyncConfig
+from replay_rl.config.model import ModelConfig, WarmstartConfig
+from replay_rl.config.replay import FifoReplayConfig, ReplayConfig
+from replay_rl.config.tasks import ArithmeticTaskConfig, TaskConfig
+from replay_rl.config_errors import ConfigError, apply_override, format_validation_error, parse_yaml
+from replay_rl.replay.limit_check import LimitSetting, rate_limit_problem, shard_setting, smallest_safe_tolerance
+
+
+class RunConfig(_Section):
+    model: ModelConfig = ModelConfig()
+    warmstart: WarmstartConfig = WarmstartConfig()
+    task: TaskConfig = ArithmeticTaskConfig()
+    generation: GenerationConfig = GenerationConfig()
+    replay: ReplayConfig = FifoReplayConfig()
+    learner: LearnerConfig = LearnerConfig()
+    sync: SyncConfig = ObjectStoreSyncConfig()
+    cluster: ClusterConfig = ClusterConfig()
+    run: RunSettings = RunSettings()
+
+    @model_validator(mode="after")
+    def _consistent(self) -> "RunConfig":
+        c, b = self.cluster, self.learner.batch_size
+        if b % c.learners:
+            raise ValueError(f"learner.batch_size: {b} does not divide by cluster.learners={c.learners}; "
+                             f"use a multiple of {c.learners}")
+        if self.replay.capacity % c.learners:
+            raise ValueError(f"replay.capacity: {self.replay.capacity} does not divide by cluster.learners="
+                             f"{c.learners} (one shard per learner rank); use a multiple of {c.learners}")
+        keep = 1 - self.replay.delta if self.replay.type == "positive_bias" else 1.0  # the δN reserve fills slowly
+        if round(keep * self.shard_capacity) < self.rank_batch_size:
+            raise ValueError(f"replay.capacity: {self.replay.capacity} keeps {round(keep * self.shard_capacity)} fresh "
+                             f"items a shard{' ((1−δ)N)' if keep < 1 else ''}, fewer than a rank's batch of "
+                             f"{self.rank_batch_size}; use capacity ≥ {math.ceil(b / keep / c.learners) * c.learners}")
+        if c.total_gpus is not None:
+            need = c.generators * c.gpus_per_generator + c.learners * c.gpus_per_learner
+            if need > c.total_gpus:
+                raise ValueError(f"cluster: W={c.generators}×{c.gpus_per_generator} + T={c.learners}×"
+                                 f"{c.gpus_per_learner} = {need:g} GPUs does not fit cluster.total_gpus={c.total_gpus}")
+        if c.emulate is not None and self.replay.rate_limit is not None:
+            raise ValueError("replay.rate_limit: cluster.emulate derives the replay ratio (μ·T/W) and paces generation "
+                             "itself; remove replay.rate_limit or cluster.emulate")
+        if self.replay.rate_limit and (problem := rate_limit_problem(self.rate_limit_setting(), self.replay.max_reuse)):
+            raise ValueError(problem)
+        if self.sync.type == "nccl" and self.replay.rate_limit is not None:
+            # a generator blocked in a rate-limited insert cannot join the broadcast rank 0 is waiting in
+            raise ValueError("sync: type=nccl with replay.rate_limit can deadlock; use sync.type=object_store")
+        if self.generation.backend.type == "vllm" and c.gpus_per_generator not in (0, 1):
+            raise ValueError("cluster.gpus_per_generator: the vllm backend runs one engine per GPU; use 1 (or 0 on CPU)")
+        return self
+
+    # derived quantities: properties, never copied into other sections
+    @property
+    def shard_capacity(self) -> int:
+        return self.replay.capacity // self.cluster.learners
+
+    @property
+    def rank_batch_size(self) -> int:
+        return self.learner.batch_size // self.cluster.learners
+
+    def rate_limit_setting(self, tolerance: float | None = None) -> LimitSetting:
+        return shard_setting(self, tolerance)
+
+    @property
+    def rate_limit_tolerance(self) -> float | None:
+        """The configured tolerance, or the smallest safe one; None without a rate limit."""
+        r = self.replay.rate_limit
+        return None if r is None else r.tolerance or smallest_safe_tolerance(self.rate_limit_setting(1.0))
+
+    @property
+    def consumes_once(self) -> bool:
+        """True for the no-buffer baseline: every rollout is used once, so its replay ratio is 1 by construction."""
+        return self.replay.type == "lifo_once"
+
+    @property
+    def target_replay_ratio(self) -> float | None:
+        """Samples per insert the emulated cluster implies: μ·T/W with a buffer, 1 without; None when not emulating."""
+        e = self.cluster.emulate
+        if e is None:
+            return None
+        return 1.0 if self.consumes_once else e.mu * e.learners / e.generators
+
+    @classmethod
+    def load(cls, path: str | Path | None = None, overrides: list[str] | None = None) -> "RunConfig":
+        """YAML (or the embedded default when path is None) + dotted overrides, validated once."""
+        data: dict[str, Any] = {}
+        if path is not None:
+            p = Path(path)
+            if not p.is_file():
+                raise ConfigError(f"config file {str(p)!r} not found; pass an existing YAML, e.g. configs/tiny_cpu.yaml")
+            data = parse_yaml(p.read_text(), str(p)) or {}
+            if not isinstance(data, dict):
+                raise ConfigError(f"{p}: top level must be a mapping of sections (model:, replay:, ...)")
+        for item in overrides or []:
+            apply_override(data, item)
+        return cls.from_dict(data)
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> "RunConfig":
+        try:
+            return cls.model_validate(data)
+        except ValidationError as e:
+            raise ConfigError(format_validation_error(e)) from None
+
+    def dump_json(self, path: str | Path) -> None:
+        """The resolved config, JSON because it keeps nulls."""
+        Path(path).write_text(json.dumps(self.model_dump(mode="json"), indent=2))

@@ -1,0 +1,51 @@
+"""Tasks and their rewards: one section per task, chosen by `type`."""
+
+from __future__ import annotations
+
+from typing import Annotated, Literal, Union
+
+from pydantic import Field
+
+from replay_rl.config.base import _Section
+
+
+class ArithmeticTaskConfig(_Section):
+    type: Literal["arithmetic"] = "arithmetic"
+    """Integer sums (`12+34=`), reward 1 for the exact answer. The CPU testbed."""
+    digits: int = Field(2, ge=1, le=6)
+    """Difficulty knob: digits per operand."""
+    operands: int = Field(2, ge=2, le=4)
+    """Numbers added per problem; more is harder."""
+    eval_size: int = Field(1000, ge=1)
+    """Held-out problems (at most what the split holds: about 1000 for 2 digits)."""
+
+
+class CountdownTaskConfig(_Section):
+    type: Literal["countdown"] = "countdown"
+    """Combine the given numbers with + − × to reach the target; reward 1 for a valid expression."""
+    numbers: int = Field(3, ge=2, le=5)
+    """Difficulty knob: how many numbers must be combined."""
+    max_number: int = Field(9, ge=2, le=99)
+    """Largest number drawn; larger makes targets harder to hit."""
+    eval_size: int = Field(200, ge=1)
+    """Held-out problems for evaluation."""
+
+
+class JsonlMathTaskConfig(_Section):
+    type: Literal["jsonl_math"] = "jsonl_math"
+    """Math word problems from a local file, reward 1 when the last \\boxed{} matches the answer."""
+    path: str
+    """A .jsonl or .parquet file of math problems (GSM8K / OpenR1-Math style)."""
+    question_field: str = "question"
+    """Column holding the problem text."""
+    answer_field: str = "answer"
+    """Column holding the gold answer (a number or a LaTeX expression; `####` suffixes are read)."""
+    eval_fraction: float = Field(0.05, gt=0, lt=1)
+    """Share of rows held out for evaluation (a seeded split, the same every run)."""
+    prompt_template: str = "{question}\nPut the final answer in \\boxed{{}}.\n"
+    """Python format string for the prompt; `{question}` is replaced, literal braces are doubled."""
+
+
+TaskConfig = Annotated[
+    Union[ArithmeticTaskConfig, CountdownTaskConfig, JsonlMathTaskConfig], Field(discriminator="type")
+]
