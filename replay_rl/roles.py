@@ -164,7 +164,7 @@ class Roles:
     def update(self, ledger: ComputeLedger, replay: TableStats, learner: dict[str, float],
                sync: dict[str, float] | None) -> None:
         gens = self.generator_stats()
-        ledger.k_inf = replay.inserts
+        ledger.k_inf = replay.inserts + replay.rollouts_lost  # lost ones were generated: compute was spent
         ledger.k_train += self.cfg.learner.batch_size
         # a replaced generator restarts its counters; the shards' insert count (K_inf) is unaffected
         ledger.tokens = max(ledger.tokens, sum(g.tokens for g in gens))

@@ -1,5 +1,6 @@
-"""Tier 3 faults on real Ray actors: a generator killed mid-run is replaced, a paused one trips the stall watchdog,
-a learner rank that dies is named, and a run resumed with resume_from=auto continues its metrics file."""
+"""Tier 3 faults on real Ray actors: a generator killed mid-run is replaced, a replay shard killed mid-run is
+restored in place from its live snapshot, a paused generator trips the stall watchdog, a learner rank (or a shard
+without restarts) that dies is named, and a run resumed with resume_from=auto continues its metrics file."""
 
 import os
 import re
@@ -79,8 +80,35 @@ def test_paused_generators_trip_the_stall_watchdog_with_one_line(ray_cluster, wa
     assert time.monotonic() - t0 < 180
 
 
-@pytest.mark.parametrize("role, named", [("LearnerRank", r"learner rank [01]"), ("ReplayShard", r"replay shard [01]")])
-def test_dead_rank_or_shard_is_named(ray_cluster, warm_model, tmp_path, role, named):
+def test_killed_shard_is_restored_in_place_and_the_run_finishes(ray_cluster, warm_model, tmp_path):
+    path, _ = warm_model
+    seen: dict = {}
+
+    def kill_at_step_5(step, record):
+        if step == 5:  # shards snapshotted themselves while serving version 4
+            seen["before"] = record["k_inf"]
+            os.kill(worker_pids("ReplayShard")[-1], signal.SIGKILL)
+            seen["killed_at"] = time.monotonic()
+        if "killed_at" in seen and record["shard_restarts"] >= 1 and "recovered_s" not in seen:
+            seen["recovered_s"] = time.monotonic() - seen["killed_at"]
+
+    out = tmp_path / "shard"
+    final = train(run_cfg(path, out, "run.steps=12", "replay.snapshot_every_steps=2"), kill_at_step_5)
+    rows = read_metrics(out / "metrics.jsonl", "train")
+    assert final["step"] == 12 and [r["step"] for r in rows] == list(range(1, 13))
+    assert final["shard_restarts"] == 1 and "recovered_s" in seen
+    # K_inf charges the rollouts the shard lost too, so it never goes backwards
+    assert all(a["k_inf"] <= b["k_inf"] for a, b in zip(rows, rows[1:])) and final["k_inf"] >= seen["before"]
+    assert 0 <= final["rollouts_lost"] <= seen["before"] and final["k_train"] == 12 * 32
+    assert (out / "replay_live" / "shard_1" / "manifest.json").is_file()
+    assert (out / "replay_live" / "shard_1.restarts").read_text() == "1"
+    print(f"shard kill → restored in place, reported after {seen['recovered_s']:.1f}s, "
+          f"{final['rollouts_lost']} rollouts lost")
+
+
+@pytest.mark.parametrize("role, named, extra", [("LearnerRank", r"learner rank [01]", ()),
+                                                ("ReplayShard", r"replay shard [01]", ("run.max_shard_restarts=0",))])
+def test_dead_rank_or_shard_is_named(ray_cluster, warm_model, tmp_path, role, named, extra):
     path, _ = warm_model
 
     killed: list[float] = []
@@ -91,7 +119,7 @@ def test_dead_rank_or_shard_is_named(ray_cluster, warm_model, tmp_path, role, na
             killed.append(time.monotonic())
 
     with pytest.raises(RunFailed, match=rf"^{named} died; resume with run.resume_from=auto"):
-        train(run_cfg(path, tmp_path / "dead", "run.steps=50"), kill_at_step_2)
+        train(run_cfg(path, tmp_path / "dead", "run.steps=50", *extra), kill_at_step_2)
     print(f"{role} kill → one-line RunFailed in {time.monotonic() - killed[0]:.1f}s")
 
 

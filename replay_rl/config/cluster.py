@@ -73,5 +73,8 @@ class RunSettings(_Section):
     """A checkpoints/step_N folder, or 'auto': output_dir's newest complete one (none: a fresh start)."""
     max_generator_restarts: int = Field(3, ge=0)
     """Generators that die (actor lost, OOM-killed) are replaced this many times in a run; then the run stops."""
+    max_shard_restarts: int = Field(3, ge=0)
+    """A replay shard that dies is restarted by Ray and restores its newest live snapshot, this many times per
+    shard; needs replay.snapshot_every_steps. 0: a dead shard ends the run."""
     stall_timeout_s: float = Field(120.0, gt=0)
     """Seconds without a finished learner step before the run stops with one line naming who waits on what."""

@@ -32,6 +32,10 @@ class _ReplayCommon(_Section):
     """Evict an item once it has been sampled this many times. None: off (paper)."""
     rate_limit: RateLimitConfig | None = None
     """Bound samples per insert without cluster.emulate (which derives it). None: no limit."""
+    snapshot_every_steps: int | None = Field(25, ge=1)
+    """Each shard snapshots itself every k learner steps into RUN/replay_live/, so a shard that dies is restored in
+    place (run.max_shard_restarts), losing at most the inserts of k steps. Costs one write of the shard per k steps.
+    None: no live snapshots, and a shard that dies ends the run (resume from a checkpoint)."""
     sample_timeout_s: float = Field(300.0, gt=0)
     """A learner waiting longer than this for enough data fails with the reason it waited."""
 

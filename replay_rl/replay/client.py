@@ -15,7 +15,11 @@ from replay_rl.rollout import RolloutBatch
 
 
 def create_shards(cfg: RunConfig) -> list:
-    return [ReplayShard.options(name=None).remote(cfg, i) for i in range(cfg.cluster.learners)]
+    """One shard per learner rank. With live snapshots, Ray restarts a shard that dies (it restores itself) and
+    replays the calls that were in flight to it, so generators and learners keep their handles and go on."""
+    restarts = cfg.run.max_shard_restarts if cfg.replay.snapshot_every_steps else 0
+    return [ReplayShard.options(max_restarts=restarts, max_task_retries=-1 if restarts else 0).remote(cfg, i)
+            for i in range(cfg.cluster.learners)]
 
 
 class ReplayClient:
@@ -24,6 +28,9 @@ class ReplayClient:
         self.max_in_flight = max_in_flight
         self._pending: list = []
         self._next = 0  # shard that receives the next rollout
+        # the driver's view of each shard, to count what a restart lost: inserts last seen, restarts seen
+        self._seen = [(0, 0)] * len(shards)
+        self._lost = 0
 
     def insert(self, batch: RolloutBatch) -> None:
         """Queue `batch` for insertion; blocks only when max_in_flight inserts are outstanding (backpressure)."""
@@ -49,7 +56,17 @@ class ReplayClient:
         return ray.get([s.stats.remote() for s in self.shards])
 
     def stats(self) -> TableStats:
-        return TableStats.merge(self.shard_stats())
+        """The sum over shards. A shard restored in place since the last call lost the inserts made after its
+        snapshot: counted from the inserts last seen here (a lower bound: inserts after that read are missed)."""
+        parts = self.shard_stats()
+        for i, p in enumerate(parts):
+            inserts, restarts = self._seen[i]
+            if p.shard_restarts > restarts:
+                self._lost += max(0, inserts - p.restored_inserts)
+            self._seen[i] = (p.inserts, p.shard_restarts)
+        merged = TableStats.merge(parts)
+        merged.rollouts_lost = self._lost
+        return merged
 
     def snapshot(self, root: str | Path) -> list[str]:
         return ray.get([s.snapshot.remote(str(shard_dir(root, i))) for i, s in enumerate(self.shards)])

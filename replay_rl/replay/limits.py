@@ -30,6 +30,9 @@ class RateLimiter:
         self.inserts += inserts
         self.samples += samples
 
+    def recover(self, consumer_version: int) -> None:
+        """After a restore from a snapshot: inserts and samples rolled back together, so the band still holds."""
+
     def why_blocked(self, consumer_version: int = 0) -> str:
         ratio = self.samples / self.inserts if self.inserts else float("inf")
         return (f"samples/insert {ratio:.2f} vs target {self.spi:g} ± {self.tolerance:g} samples "
@@ -48,6 +51,9 @@ class Unlimited:
         return True
 
     def record(self, inserts: int = 0, samples: int = 0) -> None:
+        pass
+
+    def recover(self, consumer_version: int) -> None:
         pass
 
     def why_blocked(self, consumer_version: int = 0) -> str:
@@ -104,6 +110,11 @@ class PacedLimiter:
     def record(self, inserts: int = 0, samples: int = 0) -> None:
         self.inserts += inserts
         self.samples += samples
+
+    def recover(self, consumer_version: int) -> None:
+        """After a restore from a snapshot: the rollouts lost since it were generated on schedule and will not be
+        generated again (generators pace on the learner version), so this shard counts them as delivered."""
+        self.inserts = max(self.inserts, self.owed(consumer_version))
 
     def why_blocked(self, consumer_version: int = 0) -> str:
         return (f"emulated cluster pace: {self.inserts} inserted < {self.owed(consumer_version)} owed to this shard by "

@@ -22,9 +22,12 @@ class ReplayTimeout(TimeoutError):
 class ReplayShardImpl:
     """The shard's logic, as a plain class (the Ray actor below is this class under @ray.remote)."""
 
-    def __init__(self, cfg: RunConfig, shard_id: int) -> None:
+    def __init__(self, cfg: RunConfig, shard_id: int, reconstructed: bool = False) -> None:
+        """reconstructed: Ray is restarting this shard after it died; it restores its newest live snapshot."""
         self.shard_id, self.timeout_s = shard_id, cfg.replay.sample_timeout_s
-        self._settings = {"replay": cfg.replay.model_dump(mode="json"), "shard_capacity": cfg.shard_capacity,
+        # what the table's contents depend on; how often or how long it waits does not
+        replay = cfg.replay.model_dump(mode="json", exclude={"snapshot_every_steps", "sample_timeout_s"})
+        self._settings = {"replay": replay, "shard_capacity": cfg.shard_capacity,
                           "shard_id": shard_id, "shards": cfg.cluster.learners}
         tolerance = cfg.rate_limit_tolerance  # derived once: exploring the limiter's states is not free
         self._make_table = lambda: table_from_config(
@@ -33,6 +36,20 @@ class ReplayShardImpl:
         self.table = self._make_table()
         self._cond: asyncio.Condition | None = None
         self.wait_s = {"insert": 0.0, "sample": 0.0}
+        self.live = LiveSnapshots(cfg, shard_id)
+        self.restarts, self.restored_inserts, self._recovering = 0, 0, False
+        if reconstructed:
+            self._recover()
+        else:
+            self.live.clear()  # a fresh run in an old folder must never restore that run's buffer
+
+    def _recover(self) -> None:
+        self.restarts = self.live.count_restart()
+        if self.live.exists():
+            arrays, counters = read_snapshot(self.live.path, self._settings)
+            self.table.load_state(arrays, counters)
+        self.restored_inserts = self.table.stats().inserts
+        self._recovering = True  # the limiter learns the learner's version at the next sample
 
     def _condition(self) -> asyncio.Condition:
         if self._cond is None:  # created lazily, inside the actor's event loop
@@ -60,15 +77,22 @@ class ReplayShardImpl:
     async def sample(self, n: int, consumer_version: int) -> tuple[RolloutBatch, SampleInfo]:
         cond = self._condition()
         async with cond:
+            if self._recovering:
+                self.table.limiter.recover(consumer_version)
+                self._recovering = False
             if not self.table.can_sample(n, consumer_version):
                 await self._wait("sample", lambda: self.table.can_sample(n, consumer_version),
                                  lambda: self.table.why_blocked(n, consumer_version))
+            if self.live.due(consumer_version):  # taken while n items are eligible: a restore can serve a batch
+                self.live.write(consumer_version, *self.table.state(), self._settings)
             out = self.table.sample(n, consumer_version)
             cond.notify_all()  # a rate-limited insert may proceed now
         return out
 
     def stats(self) -> TableStats:
-        return self.table.stats()
+        st = self.table.stats()
+        st.shard_restarts, st.restored_inserts = self.restarts, self.restored_inserts
+        return st
 
     def blocked_reason(self, n: int, consumer_version: int) -> str:
         """Why a sample of n for consumer_version would wait now ("ready" if not): the stall watchdog's probe."""
@@ -93,7 +117,47 @@ class ReplayShardImpl:
         return len(self.table)
 
 
-ReplayShard = ray.remote(num_cpus=0, max_restarts=0)(ReplayShardImpl)
+class ReplayShardActor(ReplayShardImpl):
+    def __init__(self, cfg: RunConfig, shard_id: int) -> None:
+        super().__init__(cfg, shard_id, reconstructed=ray.get_runtime_context().was_current_actor_reconstructed)
+
+
+# restarts are set per run by create_shards (they need live snapshots to restore from)
+ReplayShard = ray.remote(num_cpus=0)(ReplayShardActor)
+
+
+class LiveSnapshots:
+    """A shard's newest snapshot for restoring in place: RUN/replay_live/shard_i, replaced every k learner steps,
+    and a counter file of how often the shard was restored."""
+
+    def __init__(self, cfg: RunConfig, shard_id: int) -> None:
+        self.every = cfg.replay.snapshot_every_steps
+        self.path = shard_dir(Path(cfg.run.output_dir) / "replay_live", shard_id)
+        self._restarts_file = self.path.with_name(self.path.name + ".restarts")
+        self._last: int | None = None
+
+    def due(self, consumer_version: int) -> bool:
+        return bool(self.every) and consumer_version % self.every == 0 and consumer_version != self._last
+
+    def write(self, consumer_version: int, arrays, counters, settings) -> None:
+        write_snapshot(self.path, arrays, counters, settings)
+        self._last = consumer_version
+
+    def exists(self) -> bool:
+        return (self.path / "manifest.json").is_file() or (self.path.with_name(self.path.name + ".old") /
+                                                            "manifest.json").is_file()
+
+    def count_restart(self) -> int:
+        n = int(self._restarts_file.read_text()) + 1 if self._restarts_file.is_file() else 1
+        self._restarts_file.parent.mkdir(parents=True, exist_ok=True)
+        self._restarts_file.write_text(str(n))
+        return n
+
+    def clear(self) -> None:
+        import shutil
+
+        for p in (self.path, self.path.with_name(self.path.name + ".old"), self._restarts_file):
+            shutil.rmtree(p, ignore_errors=True) if p.is_dir() else p.unlink(missing_ok=True)
 
 
 def pace_for(cfg: RunConfig) -> Pace | None:

@@ -13,15 +13,24 @@ FORMAT = "replay-rl/shard-snapshot/v1"
 
 def write_snapshot(path: str | Path, arrays: dict[str, np.ndarray], counters: dict[str, Any],
                    settings: dict[str, Any]) -> Path:
+    """Written beside `path`, then swapped in: a reader (or a crash) never sees new items with an old manifest.
+    The previous snapshot is kept as PATH.old until the swap is done; read_snapshot falls back to it."""
+    import shutil
+
     from safetensors.numpy import save_file
 
     path = Path(path)
-    path.mkdir(parents=True, exist_ok=True)
-    tmp = path / "items.safetensors.tmp"
-    save_file({k: np.ascontiguousarray(v) for k, v in arrays.items()}, str(tmp))
-    tmp.replace(path / "items.safetensors")  # the manifest is written last: a snapshot without one is incomplete
+    partial, old = path.with_name(path.name + ".partial"), path.with_name(path.name + ".old")
+    shutil.rmtree(partial, ignore_errors=True)
+    partial.mkdir(parents=True)
+    save_file({k: np.ascontiguousarray(v) for k, v in arrays.items()}, str(partial / "items.safetensors"))
     manifest = {"format": FORMAT, "settings": settings, "counters": counters}
-    (path / "manifest.json").write_text(json.dumps(manifest, default=_json_default))
+    (partial / "manifest.json").write_text(json.dumps(manifest, default=_json_default))
+    if path.exists():
+        shutil.rmtree(old, ignore_errors=True)
+        path.rename(old)
+    partial.rename(path)
+    shutil.rmtree(old, ignore_errors=True)
     return path
 
 
@@ -29,6 +38,8 @@ def read_snapshot(path: str | Path, settings: dict[str, Any]) -> tuple[dict[str,
     from safetensors.numpy import load_file
 
     path = Path(path)
+    if not (path / "manifest.json").is_file() and (path.with_name(path.name + ".old") / "manifest.json").is_file():
+        path = path.with_name(path.name + ".old")  # a crash between the two renames of write_snapshot
     manifest_path = path / "manifest.json"
     if not manifest_path.is_file():
         raise FileNotFoundError(f"{path}: no manifest.json; not a (complete) shard snapshot")

@@ -47,6 +47,10 @@ class TableStats:
     reuse_hist: list[int] = field(default_factory=lambda: [0] * HIST_BINS)      # reuse of items when evicted
     since_last_use_hist: list[int] = field(default_factory=lambda: [0] * HIST_BINS)
     age_max: int = 0
+    # set by the shard actor, not the table: times it was restored in place, and the insert count it restored
+    shard_restarts: int = 0
+    restored_inserts: int = 0
+    rollouts_lost: int = 0  # set by the driver's ReplayClient: inserts a shard lost between snapshot and death
 
     @property
     def replay_ratio(self) -> float:
@@ -67,7 +71,7 @@ class TableStats:
     def merge(cls, parts: list["TableStats"]) -> "TableStats":
         out = cls()
         for p in parts:
-            for k in ("size", "capacity", "inserts", "samples", "sample_calls"):
+            for k in ("size", "capacity", "inserts", "samples", "sample_calls", "shard_restarts", "rollouts_lost"):
                 setattr(out, k, getattr(out, k) + getattr(p, k))
             for r in EVICT_REASONS:
                 out.evictions[r] += p.evictions[r]
@@ -79,8 +83,8 @@ class TableStats:
     def summary(self) -> dict[str, float]:
         return {"buffer_size": self.size, "inserts": self.inserts, "samples": self.samples,
                 "replay_ratio": self.replay_ratio, "buffer_age_mean": self.age_mean, "buffer_age_max": self.age_max,
-                "since_last_use_mean": self.since_last_use_mean,
-                **{f"evicted_{r}": v for r, v in self.evictions.items()}}
+                "since_last_use_mean": self.since_last_use_mean, "shard_restarts": self.shard_restarts,
+                "rollouts_lost": self.rollouts_lost, **{f"evicted_{r}": v for r, v in self.evictions.items()}}
 
 
 def _bump(hist: list[int], values: np.ndarray) -> None:

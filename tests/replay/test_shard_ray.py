@@ -139,3 +139,20 @@ def test_snapshot_kill_restore_loses_nothing(ray_cluster, tmp_path):
     assert len(items) == n0 and all(i % 3 == 0 for i in items)  # shard 0 got rollouts 0, 3, 6, ...
     with pytest.raises(Exception, match="snapshot taken with replay settings"):
         ReplayClient(create_shards(cfg_with())).restore(tmp_path)
+
+
+def test_a_shard_that_dies_restores_its_live_snapshot_and_the_loss_is_counted(ray_cluster, tmp_path):
+    cfg = cfg_with("cluster.learners=1", "replay.snapshot_every_steps=2", "run.max_shard_restarts=1",
+                   f"run.output_dir={tmp_path}")
+    client = ReplayClient(create_shards(cfg))
+    shard = client.shards[0]
+    ray_mod.get(shard.insert.remote(make_batch(20)))
+    ray_mod.get(shard.sample.remote(12, 2))       # version 2: snapshot of 20 items, taken before serving
+    ray_mod.get(shard.insert.remote(make_batch(8, start=100)))
+    assert client.stats().inserts == 28           # the driver has seen 28 inserts
+    ray_mod.kill(shard, no_restart=False)         # a crash: Ray restarts the actor, which restores itself
+    batch, _ = ray_mod.get(shard.sample.remote(12, 3))  # waits for the restart, then serves from the snapshot
+    assert len(batch) == 12 and set(batch.reward.tolist()) <= set(range(20))
+    stats = client.stats()
+    assert (stats.shard_restarts, stats.inserts, stats.rollouts_lost) == (1, 20, 8)
+    assert client.stats().rollouts_lost == 8      # counted once, not at every read
