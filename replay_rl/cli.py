@@ -1,4 +1,4 @@
-"""`replay-rl` command line: init-model | warmstart | eval | train | config | plan."""
+"""`replay-rl` command line: init-model | warmstart | eval | train | report | config | plan."""
 
 from __future__ import annotations
 
@@ -147,8 +147,23 @@ def closing_summary(cfg, final: dict) -> str:
         f"compute: {final['compute']:.0f} trainer-step equivalents = (K_train {final['k_train']} + μ {final['mu']:.2f}"
         f" × K_inf {final['k_inf']}) / B; replay ratio {final['replay_ratio']:.2f}, γ {final['gamma']:.2f}",
         f"files: {out}/metrics.jsonl, {out}/final_model/ (score it: replay-rl eval {out}/final_model)",
-        f"look: tensorboard --logdir {out}/tb" if (out / "tb").is_dir() else
-        "look: no tb/ written; pip install tensorboard to get TensorBoard logs"])
+        f"look: {out}/plots/*.png, or tensorboard --logdir {out}/tb"])
+
+
+@app.command()
+def report(runs: List[Path] = typer.Argument(..., help="run folders (run.output_dir); several share each plot's axes"),
+           out: Optional[Path] = typer.Option(None, help="where the PNGs go; default RUN/plots for one run, "
+                                                          "runs/report for several")) -> None:
+    """PNGs of one or more runs: accuracy, learner batches, buffer age and reuse, compute ledger and weight sync."""
+    from replay_rl.report import write_report
+
+    missing = [str(r) for r in runs if not (r / "metrics.jsonl").is_file()]
+    if missing:
+        typer.echo(f"report: {', '.join(missing)}: no metrics.jsonl; pass run folders (run.output_dir)", err=True)
+        raise typer.Exit(2)
+    target = out or (runs[0] / "plots" if len(runs) == 1 else Path("runs/report"))
+    for path in write_report(runs, target):
+        typer.echo(str(path))
 
 
 @app.command("config")

@@ -1,4 +1,4 @@
-"""Metrics sink: one JSON line per record in <output_dir>/metrics.jsonl, mirrored to TensorBoard when installed."""
+"""Metrics sink: one JSON line per record in <output_dir>/metrics.jsonl, mirrored to TensorBoard (<output_dir>/tb)."""
 
 from __future__ import annotations
 
@@ -19,11 +19,9 @@ class MetricsSink:
                     if line.strip() and json.loads(line)["step"] <= keep_through_step]
             path.write_text("".join(row + "\n" for row in rows))
         self._file = path.open("a")
-        try:
-            from torch.utils.tensorboard import SummaryWriter
-            self._tb = SummaryWriter(str(self.dir / "tb"))
-        except ImportError:  # tensorboard is an optional extra
-            self._tb = None
+        from torch.utils.tensorboard import SummaryWriter
+
+        self._tb = SummaryWriter(str(self.dir / "tb"))
 
     def log(self, step: int, kind: str, values: dict[str, float]) -> None:
         clean = {k: (None if isinstance(v, float) and not math.isfinite(v) else v) for k, v in values.items()}
@@ -35,9 +33,11 @@ class MetricsSink:
                     self._tb.add_scalar(f"{kind}/{k}", v, step)
 
     def close(self) -> None:
+        """Idempotent: train() closes the sink before drawing the run's pictures, and again in its finally."""
         self._file.close()
         if self._tb is not None:
             self._tb.close()
+            self._tb = None
 
 
 def read_metrics(path: str | Path, kind: str | None = None) -> list[dict]:

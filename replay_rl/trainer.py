@@ -24,6 +24,7 @@ from replay_rl.config import RunConfig
 from replay_rl.metrics import MetricsSink
 from replay_rl.orphan_guard import start_guard
 from replay_rl.preflight import check_fits, preflight
+from replay_rl.report import write_report
 from replay_rl.roles import build
 from replay_rl.warmstart import ensure_model
 
@@ -111,6 +112,8 @@ def train(cfg: RunConfig, progress=None) -> dict:
         final = checkpoint_dir(out, step)
         if not is_checkpoint(final):  # the end state: resumable, and its hf_model/ is the trained model
             final = roles.checkpoint(out, step, ledger)
+        sink.close()  # every row on disk before the pictures read them
+        write_report([out], out / "plots")
         return record | {"step": step, "output_dir": str(out), "final_model": str(link_final_model(out, final))}
     finally:
         if sys.exc_info()[0] is KeyboardInterrupt:

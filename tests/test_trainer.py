@@ -14,6 +14,7 @@ from safetensors.torch import load_file
 
 from replay_rl.config import RunConfig
 from replay_rl.metrics import read_metrics
+from replay_rl.report import PLOTS
 from replay_rl.trainer import build, train
 
 pytestmark = [pytest.mark.slow, pytest.mark.ray, pytest.mark.deepspeed]
@@ -37,6 +38,9 @@ def test_cli_train_replay_mode_writes_metrics(warm_model, tmp_path):
     assert summary[0].startswith("pass@1 (greedy, 40 held-out problems): ") and "at step 0 →" in summary[0]
     assert summary[1].startswith("compute: ") and f"{out}/final_model/" in summary[2]
     assert (out / "final_model" / "config.json").is_file() and (out / "checkpoints" / "step_4").is_dir()
+    assert summary[3] == f"look: {out}/plots/*.png, or tensorboard --logdir {out}/tb"
+    assert sorted(p.name for p in (out / "plots").iterdir()) == sorted(PLOTS)
+    assert any((out / "tb").iterdir())  # tensorboard is a base dependency: every run writes tb/
     rows = read_metrics(out / "metrics.jsonl", "train")
     assert rows[-1]["k_train"] == 4 * 32 and rows[-1]["k_inf"] >= 64
     assert [r["step"] for r in rows] == [1, 2, 3, 4]

@@ -1,0 +1,50 @@
+"""`replay-rl report`: PNGs drawn from the files a run writes, several runs on shared axes; a folder that is not a
+run gets one line and exit 2. The end-to-end train test checks that every run draws them (test_trainer.py)."""
+
+import json
+import subprocess
+import sys
+
+import numpy as np
+
+from replay_rl.metrics import MetricsSink
+from replay_rl.report import PLOTS, RunRecord, write_report
+
+
+def fake_run(path, slope):
+    """A run folder as train() leaves it, with made-up numbers (the report reads files, not actors)."""
+    sink = MetricsSink(path, keep_through_step=-1)
+    for step in range(0, 41):
+        if step:
+            sink.log(step, "train", {"reward_mean": slope * step, "entropy": 0.7 - 0.01 * step, "loss": 0.01,
+                                     "clip_fraction": 0.1, "age_mean": 1.0, "compute": 6.3 * step, "mu": 5.28,
+                                     "gamma": 0.42, "replay_ratio": 1.0, "publish_s": 0.02})
+        if step % 10 == 0:
+            sink.log(step, "eval", {"eval/pass@1": 0.3 + slope * step, "eval/pass@4": 0.45 + slope * step})
+    sink.close()
+    (path / "config.json").write_text(json.dumps({"run": {"eval_k": 4}}))
+    hist = [0] * 64
+    hist[1] = 100
+    (path / "replay_stats.json").write_text(json.dumps({"age_hist": hist, "reuse_hist": hist}))
+
+
+def test_report_draws_every_plot_for_several_runs(tmp_path):
+    fake_run(tmp_path / "a" / "seed0", 0.005)
+    fake_run(tmp_path / "b" / "seed0", 0.002)
+    paths = write_report([tmp_path / "a" / "seed0", tmp_path / "b" / "seed0"], tmp_path / "out")
+    assert sorted(p.name for p in paths) == sorted(PLOTS)
+    for p in paths:
+        assert p.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and p.stat().st_size > 10_000
+    run = RunRecord.load(tmp_path / "a" / "seed0")
+    steps, acc = run.series("eval/pass@1", "eval")
+    assert steps.tolist() == [0, 10, 20, 30, 40] and np.isclose(acc[-1], 0.5)
+
+
+def test_report_cli_defaults_to_the_run_folder_and_rejects_a_non_run(tmp_path):
+    fake_run(tmp_path / "run", 0.005)
+    ok = subprocess.run([sys.executable, "-m", "replay_rl.cli", "report", str(tmp_path / "run")],
+                        capture_output=True, text=True)
+    assert ok.returncode == 0 and sorted(p.name for p in (tmp_path / "run" / "plots").iterdir()) == sorted(PLOTS)
+    bad = subprocess.run([sys.executable, "-m", "replay_rl.cli", "report", str(tmp_path)], capture_output=True,
+                         text=True)
+    assert bad.returncode == 2 and bad.stderr.strip().count("\n") == 0 and "no metrics.jsonl" in bad.stderr
