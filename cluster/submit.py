@@ -83,10 +83,14 @@ def main(argv: list[str] | None = None) -> int:
     args = ap.parse_args(argv)
     args.submission_id = args.submission_id or f"replay-rl-{time.strftime('%Y%m%d-%H%M%S')}-{os.getpid()}"
     try:
-        RunConfig.load(args.config, args.set)
+        cfg = RunConfig.load(args.config, args.set)
     except ConfigError as e:
         print(f"submit: {e}", file=sys.stderr)
         return 2
+    for field, value in (("run.output_dir", cfg.run.output_dir), ("model.path", cfg.model.path)):
+        if not Path(value).is_absolute():  # the job's cwd is Ray's unpacked copy, a new folder per upload
+            print(f"submit: warning: {field}={value} is relative, so it lands in Ray's unpacked copy of this "
+                  f"checkout on the head; pass -s {field}=/absolute/path to keep it", file=sys.stderr)
     # the CLI sends the token only in token mode; it reads RAY_AUTH_TOKEN, RAY_AUTH_TOKEN_PATH or ~/.ray/auth_token
     env = {"RAY_AUTH_MODE": "token", **os.environ}
     for attempt in range(AGENT_RETRIES):

@@ -29,6 +29,9 @@ class ComputeLedger:
     sync_s: float = 0.0
     sync_bytes: int = 0
     extra: dict[str, float] = field(default_factory=dict)
+    # the actors that really run, for busy and idle time; under cluster.emulate W and T above are the emulated ones
+    generator_actors: int = 0  # 0: W
+    learner_ranks: int = 0     # 0: T
 
     @property
     def mu(self) -> float:
@@ -54,10 +57,17 @@ class ComputeLedger:
         """Compute consumed: busy seconds of all generators and learners (the paper's active GPU-seconds)."""
         return self.generator_busy_s + self.learner_busy_s
 
+    @property
+    def learner_busy_frac(self) -> float:
+        """Share of the learner ranks' wall time spent in sample → loss → step (the rest waits on the driver,
+        on data, on publishing, on eval)."""
+        ranks = self.learner_ranks or self.learners
+        return self.learner_busy_s / (ranks * self.wall_s) if self.wall_s else 0.0
+
     def summary(self) -> dict[str, float]:
-        w, t = self.generators, self.learners
+        w, t = self.generator_actors or self.generators, self.learner_ranks or self.learners
         idle = lambda busy, n: max(0.0, n * self.wall_s - busy)  # noqa: E731
-        return {"k_inf": self.k_inf, "k_train": self.k_train, "tokens": self.tokens, "mu": self.mu,
+        return {"learner_busy_frac": self.learner_busy_frac, "k_inf": self.k_inf, "k_train": self.k_train, "tokens": self.tokens, "mu": self.mu,
                 "gamma": self.gamma, "compute": self.compute, "active_s": self.active_s,
                 "generator_busy_s": self.generator_busy_s,
                 "generator_idle_s": idle(self.generator_busy_s, w), "learner_busy_s": self.learner_busy_s,

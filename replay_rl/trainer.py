@@ -63,7 +63,8 @@ def ledger_for(cfg: RunConfig) -> ComputeLedger:
     e, c = cfg.cluster.emulate, cfg.cluster
     if e is None:
         return ComputeLedger(c.generators, c.learners, cfg.learner.batch_size)
-    return ComputeLedger(e.generators, e.learners, cfg.learner.batch_size, e.mu)
+    return ComputeLedger(e.generators, e.learners, cfg.learner.batch_size, e.mu, generator_actors=c.generators,
+                         learner_ranks=c.learners)
 
 
 def train(cfg: RunConfig, progress=None) -> dict:

@@ -72,3 +72,30 @@ def test_bad_submissions_fail_with_one_clear_line(head, warm_model, tmp_path):
     assert too_big.stderr.strip() == ("submit: job failed: cluster too small for W=10, T=2: needs 0 GPUs "
                                       "and 6.5 CPUs, the Ray cluster has 0 GPUs and 2 CPUs; lower cluster.generators / "
                                       "cluster.learners or add nodes")
+
+
+def readme_stock_submit_line() -> str:
+    """The README's stock `ray job submit` command, as written (continuation lines joined)."""
+    text = (ROOT / "README.md").read_text()
+    block = text.split("**Stock `ray job submit`**", 1)[1].split("```bash\n", 1)[1].split("```", 1)[0]
+    lines = block.replace("\\\n", " ").splitlines()
+    (line,) = [ln for ln in lines if "ray job submit" in ln]
+    return line
+
+
+def test_the_readme_stock_ray_job_submit_line_works_as_written(head, warm_model, tmp_path):
+    # the README's line verbatim, but for the head's address (ours runs on free ports, beside the test session's
+    # own cluster), $PWD (a scratch checkout holding the warm model) and a run cut to 3 steps
+    line = readme_stock_submit_line().replace("http://127.0.0.1:8265", head)
+    assert line.startswith("RAY_AUTH_MODE=token RAY_AUTH_TOKEN=$(ray get-auth-token) ray job submit")
+    workdir = tmp_path / "checkout"
+    subprocess.run(["git", "clone", "-q", str(ROOT), str(workdir)], check=True)
+    (workdir / "runs" / "models").mkdir(parents=True)
+    (workdir / "runs" / "models" / "arith2-warm").symlink_to(Path(warm_model[0]).resolve())
+    env = {k: v for k, v in os.environ.items() if k not in ("RAY_AUTH_MODE", "RAY_AUTH_TOKEN", "RAY_ADDRESS")}
+    proc = subprocess.run(["bash", "-c", line + " -s run.steps=3 -s run.eval_every=3 -s run.eval_prompts=20"],
+                          cwd=workdir, capture_output=True, text=True, timeout=900, env=env)
+    assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-2000:]
+    out = workdir / "runs" / "stock"
+    assert [r["step"] for r in read_metrics(out / "metrics.jsonl", "train")] == [1, 2, 3]
+    assert (out / "final_model" / "config.json").is_file()
