@@ -43,6 +43,12 @@ class LearnerConfig(_Section):
     """Clip the global gradient norm to this; None: no clipping."""
     zero_stage: int = Field(2, ge=0, le=3)
     """DeepSpeed ZeRO stage: 0 replicates, 1 shards optimizer state, 2 also gradients, 3 also parameters."""
+    micro_batch_tokens: int | None = Field(None, ge=1)
+    """Most padded tokens (rollouts × longest prompt+completion) per forward/backward: a rank's batch is split into
+    micro-batches under this budget, accumulated into one optimizer step with the full batch's loss normalisation.
+    Lower bounds activation memory and costs more passes. None: the whole rank batch in one pass."""
+    activation_checkpointing: bool = False
+    """Recompute activations in backward instead of keeping them: less memory for about a third more compute."""
 
 
 class _SyncCommon(_Section):

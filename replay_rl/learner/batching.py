@@ -9,7 +9,9 @@ from replay_rl.learner.losses import LearnerInputs
 from replay_rl.rollout import RolloutBatch
 
 
-def to_learner_inputs(batch: RolloutBatch, pad_id: int, device: torch.device | str = "cpu") -> LearnerInputs:
+def to_learner_inputs(batch: RolloutBatch, pad_id: int, device: torch.device | str = "cpu",
+                      token_count: float | None = None, rollout_count: float | None = None) -> LearnerInputs:
+    """token_count / rollout_count: the whole rank batch's, when `batch` is one of its micro-batches."""
     n = len(batch)
     plen = np.diff(batch.prompt_offsets)
     clen = np.diff(batch.completion_offsets)
@@ -27,4 +29,43 @@ def to_learner_inputs(batch: RolloutBatch, pad_id: int, device: torch.device | s
         mask[i, p - 1:p - 1 + c] = 1
         old[i, p - 1:p - 1 + c] = batch.behavior_logprobs[batch.completion_offsets[i]:batch.completion_offsets[i + 1]]
     t = lambda a: torch.as_tensor(a, device=device)  # noqa: E731
-    return LearnerInputs(t(ids), t(attn), t(mask), t(old), t(batch.advantage), t(batch.reward), t(batch.baseline))
+    return LearnerInputs(t(ids), t(attn), t(mask), t(old), t(batch.advantage), t(batch.reward), t(batch.baseline),
+                         token_count, rollout_count)
+
+
+def micro_batches(batch: RolloutBatch, budget: int | None, count: int | None = None) -> list[np.ndarray]:
+    """Row indices of micro-batches of at most `budget` padded tokens (rows × longest row), rows sorted by length
+    so that little is padding. `count`: split further until there are exactly this many (ZeRO-3 ranks must run
+    the same number of forward passes); None or a budget of None: as few as the budget allows."""
+    lengths = np.diff(batch.prompt_offsets) + np.diff(batch.completion_offsets)
+    order = np.argsort(lengths, kind="stable")
+    parts: list[list[int]] = [[]]
+    for i in order:
+        if budget is not None and parts[-1] and (len(parts[-1]) + 1) * lengths[i] > budget:
+            parts.append([])
+        parts[-1].append(int(i))
+    while count is not None and len(parts) < count:
+        big = max(range(len(parts)), key=lambda j: len(parts[j]))
+        if len(parts[big]) < 2:
+            raise ValueError(f"cannot split {len(batch)} rollouts into {count} micro-batches")
+        half = len(parts[big]) // 2
+        parts[big:big + 1] = [parts[big][:half], parts[big][half:]]
+    return [np.asarray(p) for p in parts]
+
+
+class MicroStats:
+    """The loss's per-token statistics over a batch's micro-batches: token-weighted means, maxima of maxima."""
+
+    def __init__(self) -> None:
+        self.tokens, self.sums, self.maxima = 0.0, {}, {}
+
+    def add(self, stats: dict[str, float], tokens: float) -> None:
+        self.tokens += tokens
+        for k, v in stats.items():
+            if k.endswith("_max"):
+                self.maxima[k] = max(self.maxima.get(k, v), v)
+            else:
+                self.sums[k] = self.sums.get(k, 0.0) + v * tokens
+
+    def result(self) -> dict[str, float]:
+        return {k: v / max(self.tokens, 1.0) for k, v in self.sums.items()} | self.maxima

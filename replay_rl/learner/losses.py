@@ -26,6 +26,10 @@ class LearnerInputs:
     advantages: torch.Tensor      # (B,) group advantage (frozen at generation)
     rewards: torch.Tensor         # (B,)
     baselines: torch.Tensor       # (B,) group mean reward (frozen at generation)
+    # normalisers of the whole rank batch this is a micro-batch of, so the micro-batches' losses sum to the full
+    # batch's loss; None: this batch's own completion tokens and rollouts
+    token_count: float | None = None
+    rollout_count: float | None = None
 
 
 def token_logprobs(logits: torch.Tensor, input_ids: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
@@ -41,6 +45,12 @@ def _masked_mean(x: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
     return (x * mask).sum() / mask.sum().clamp(min=1)
 
 
+def _token_mean(x: torch.Tensor, inp: LearnerInputs) -> torch.Tensor:
+    """Σ over completion tokens / the whole rank batch's completion tokens (the micro-batch's share of the mean)."""
+    count = inp.token_count if inp.token_count is not None else inp.loss_mask.sum().item()
+    return (x * inp.loss_mask).sum() / max(count, 1.0)
+
+
 def grpo_loss(cfg: GrpoLossConfig, logp: torch.Tensor, inp: LearnerInputs) -> tuple[torch.Tensor, dict[str, float]]:
     """−token-mean of min(ρ·A, clip(ρ, 1−ε_low, 1+ε_high)·A), ρ = π_θ(token) / π_behaviour(token); no KL."""
     m = inp.loss_mask
@@ -48,7 +58,7 @@ def grpo_loss(cfg: GrpoLossConfig, logp: torch.Tensor, inp: LearnerInputs) -> tu
     adv = inp.advantages[:, None]                             # (B, 1) broadcast over tokens
     unclipped = ratio * adv
     clipped = torch.clamp(ratio, 1 - cfg.eps_low, 1 + cfg.eps_high) * adv
-    loss = -_masked_mean(torch.minimum(unclipped, clipped), m)
+    loss = -_token_mean(torch.minimum(unclipped, clipped), inp)
     with torch.no_grad():
         is_clipped = (clipped < unclipped).float()            # the clip is the active branch of the min
         stats = {"clip_fraction": _masked_mean(is_clipped, m).item(), "ratio_mean": _masked_mean(ratio, m).item(),
@@ -61,9 +71,10 @@ def asymre_loss(cfg: AsymreLossConfig, logp: torch.Tensor, inp: LearnerInputs) -
     (r − (V̂ + δV))·Σ_t log π_θ(token); token_mean: −token-mean of (r − (V̂ + δV))·log π_θ(token)."""
     weight = (inp.rewards - (inp.baselines + cfg.baseline_shift))[:, None]
     if cfg.aggregation == "seq_sum":
-        loss = -(weight * logp * inp.loss_mask).sum(-1).mean()
+        count = inp.rollout_count if inp.rollout_count is not None else len(inp.rewards)
+        loss = -(weight * logp * inp.loss_mask).sum() / max(count, 1.0)
     else:
-        loss = -_masked_mean(weight * logp, inp.loss_mask)
+        loss = -_token_mean(weight * logp, inp)
     with torch.no_grad():
         ratio = torch.exp(logp - inp.old_logprobs)
         stats = {"clip_fraction": 0.0, "ratio_mean": _masked_mean(ratio, inp.loss_mask).item(),

@@ -17,7 +17,7 @@ import ray
 import torch
 
 from replay_rl.config import RunConfig
-from replay_rl.learner.batching import to_learner_inputs
+from replay_rl.learner.batching import MicroStats, micro_batches, to_learner_inputs
 from replay_rl.learner.losses import make_loss, token_logprobs
 from replay_rl.models import load_model, load_tokenizer, save_model_folder
 from replay_rl.rollout import RolloutBatch
@@ -63,6 +63,8 @@ class LearnerRankImpl:
         deepspeed.init_distributed(dist_backend="nccl" if on_gpu else "gloo")
         torch.manual_seed(self.cfg.run.seed)
         model = load_model(self.model_path, "float32")  # fp32 master weights; bf16 compute via DeepSpeed on GPU
+        if self.cfg.learner.activation_checkpointing:
+            model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
         opt = torch.optim.AdamW(model.parameters(), lr=self.cfg.learner.lr, betas=self.cfg.learner.betas,
                                 weight_decay=self.cfg.learner.weight_decay)
         self.engine, *_ = deepspeed.initialize(model=model, optimizer=opt, config=deepspeed_config(self.cfg, on_gpu))
@@ -80,20 +82,41 @@ class LearnerRankImpl:
                           "completion_len": float(np.diff(batch.completion_offsets).mean())}
 
     def train_on(self, batch: RolloutBatch) -> dict[str, float]:
+        """One optimizer step on this rank's batch, in micro-batches of at most learner.micro_batch_tokens padded
+        tokens whose gradients accumulate; each micro-batch's loss is normalised by the whole batch's counts."""
         t0 = time.perf_counter()
         self.engine.train()
-        inp = to_learner_inputs(batch, self.pad_id, self.device)
-        logits = self.engine(input_ids=inp.input_ids, attention_mask=inp.attention_mask).logits
-        logp, entropy = token_logprobs(logits, inp.input_ids)
-        loss, stats = self.loss_fn(logp, inp)
-        self.engine.backward(loss)
+        parts = micro_batches(batch, self.cfg.learner.micro_batch_tokens, self._micro_count(batch))
+        tokens, rollouts = float(np.diff(batch.completion_offsets).sum()), float(len(batch))
+        loss_sum, entropy_sum, acc = 0.0, 0.0, MicroStats()
+        for i, rows in enumerate(parts):
+            inp = to_learner_inputs(batch.take(rows), self.pad_id, self.device, tokens, rollouts)
+            self.engine.set_gradient_accumulation_boundary(i == len(parts) - 1)  # reduce and step on the last
+            logits = self.engine(input_ids=inp.input_ids, attention_mask=inp.attention_mask).logits
+            logp, entropy = token_logprobs(logits, inp.input_ids)
+            loss, stats = self.loss_fn(logp, inp)
+            self.engine.backward(loss)
+            loss_sum += loss.item()
+            entropy_sum += (entropy * inp.loss_mask).sum().item()
+            acc.add(stats, inp.loss_mask.sum().item())
         self.engine.step()
-        mask = inp.loss_mask
         self.busy_s += time.perf_counter() - t0
         grad_norm = self.engine.get_global_grad_norm()
-        return stats | {"loss": loss.item(), "entropy": ((entropy * mask).sum() / mask.sum()).item(),
-                        "grad_norm": float(grad_norm) if grad_norm is not None else float("nan"),
-                        "rank_busy_s": self.busy_s}  # cumulative, this rank; the ledger sums ranks
+        return acc.result() | {"loss": loss_sum, "entropy": entropy_sum / max(tokens, 1.0),
+                               "grad_norm": float(grad_norm) if grad_norm is not None else float("nan"),
+                               "micro_batches": len(parts),
+                               "rank_busy_s": self.busy_s}  # cumulative, this rank; the ledger sums ranks
+
+    def _micro_count(self, batch: RolloutBatch) -> int | None:
+        """Under ZeRO-3 every forward gathers parameters collectively, so all ranks run as many micro-batches as
+        the rank that needs most."""
+        if self.cfg.learner.micro_batch_tokens is None or self.cfg.learner.zero_stage != 3:
+            return None
+        import torch.distributed as dist
+
+        n = torch.tensor([len(micro_batches(batch, self.cfg.learner.micro_batch_tokens))])
+        dist.all_reduce(n, op=dist.ReduceOp.MAX)
+        return int(n.item())
 
     # ------------------------------------------------------------------ weights
     def full_state(self) -> dict[str, torch.Tensor]:
