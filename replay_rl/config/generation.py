@@ -33,9 +33,11 @@ class GenerationConfig(_Section):
     prompts_per_call: int = Field(2, ge=1)
     """Prompts per backend call, so one call yields prompts_per_call·G rollouts."""
     temperature: float = Field(1.0, gt=0)
-    """Sampling temperature for training rollouts. 1.0 keeps the behaviour log-probs those of the model itself."""
+    """Sampling temperature for training rollouts. Stored log-probs and the learner's π_θ both use it, so the
+    ratio on fresh rollouts is 1 at any temperature; lower exploits more and explores less."""
     top_p: float = Field(1.0, gt=0, le=1)
-    """Nucleus sampling for training rollouts. Below 1 rollouts come from a truncated π, which makes them off-policy from the first step."""
+    """Nucleus sampling for training rollouts. Stored log-probs are renormalised over the nucleus and the learner
+    applies the same nucleus to π_θ; below 1 cuts the long tail at the cost of some exploration."""
     max_new_tokens: int = Field(8, ge=1)
     """Completion length cap in tokens; a completion cut off gets the reward of what it wrote."""
     eval_temperature: float = Field(1.0, gt=0)

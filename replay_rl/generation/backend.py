@@ -22,7 +22,8 @@ class SamplingParams:
 @dataclass(frozen=True)
 class Completion:
     token_ids: np.ndarray  # (C,) int32, includes the EOS token when finish == FINISH_STOP
-    logprobs: np.ndarray   # (C,) float32 log π(token) under the raw policy (temperature 1, no top-p), as sampled
+    logprobs: np.ndarray   # (C,) float32 log-prob of each token under the distribution it was sampled from:
+                           # temperature applied, top-p renormalised (the learner's π_θ uses the same processing)
     finish: int            # FINISH_STOP | FINISH_LENGTH
     version: int           # weights version loaded when it finished (newer than the call's start after an
                            # in-flight update: then its later tokens came from the newer weights)

@@ -35,11 +35,13 @@ class HFBackend:
             input_ids=ids.to(self.device), attention_mask=mask.to(self.device), max_new_tokens=params.max_new_tokens,
             do_sample=not greedy, temperature=None if greedy else params.temperature,
             top_p=None if greedy else params.top_p, top_k=None, num_return_sequences=params.n,
-            pad_token_id=self.pad_id, eos_token_id=self.eos_id, return_dict_in_generate=True, output_logits=True,
+            pad_token_id=self.pad_id, eos_token_id=self.eos_id, return_dict_in_generate=True, output_scores=True,
         )
         new = out.sequences[:, width:]                                   # (len·n, C)
-        logits = torch.stack(out.logits, dim=1).float()                  # (len·n, C, V) raw, before temperature
-        logprobs = torch.log_softmax(logits, -1).gather(-1, new.unsqueeze(-1)).squeeze(-1)
+        # scores are processed: temperature applied, tokens outside top-p at −inf; their log-softmax is the
+        # distribution each token was drawn from, which the learner recomputes (learner/losses.py processed_logits)
+        scores = torch.stack(out.scores, dim=1).float()                  # (len·n, C, V)
+        logprobs = torch.log_softmax(scores, -1).gather(-1, new.unsqueeze(-1)).squeeze(-1)
         new, logprobs = new.cpu().numpy(), logprobs.cpu().numpy()
         rows = [truncate_at_eos(new[j], logprobs[j], self.eos_id, self.version) for j in range(len(new))]
         self._tokens += sum(len(r.token_ids) for r in rows)

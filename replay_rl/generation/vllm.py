@@ -45,8 +45,10 @@ class VLLMBackend:
         os.environ.setdefault("VLLM_CPU_KVCACHE_SPACE", str(cfg.cpu_kvcache_gib))
         from vllm import LLM
 
+        # processed_logprobs: the log-prob after temperature and top-p, as the transformers backend stores it
         self._llm = LLM(model=model_path, dtype=dtype, enforce_eager=cfg.enforce_eager,
-                        gpu_memory_utilization=cfg.gpu_memory_utilization, worker_extension_cls=EXTENSION, seed=0)
+                        gpu_memory_utilization=cfg.gpu_memory_utilization, worker_extension_cls=EXTENSION, seed=0,
+                        logprobs_mode="processed_logprobs")
         self.version = 0
         self._tokens = 0
         self._requests = 0

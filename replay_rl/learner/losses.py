@@ -32,9 +32,24 @@ class LearnerInputs:
     rollout_count: float | None = None
 
 
-def token_logprobs(logits: torch.Tensor, input_ids: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-    """(B, L, V) logits → (B, L−1) log π(target) and (B, L−1) entropy (no grad) of each predicting position."""
-    logp_all = torch.log_softmax(logits[:, :-1].float(), dim=-1)
+def processed_logits(logits: torch.Tensor, temperature: float = 1.0, top_p: float = 1.0) -> torch.Tensor:
+    """The logits of the distribution generation samples from: divided by the temperature, and outside the top-p
+    nucleus set to a large negative number (HF's TopPLogitsWarper rule: drop the tokens whose ascending cumulative
+    probability is ≤ 1 − top_p, keep at least one). Finite, so a token the nucleus drops gets ratio 0, not NaN."""
+    logits = logits.float() / temperature
+    if top_p >= 1.0:
+        return logits
+    sorted_logits, order = torch.sort(logits, dim=-1)
+    drop = sorted_logits.softmax(-1).cumsum(-1) <= 1 - top_p
+    drop[..., -1] = False
+    return logits.masked_fill(drop.scatter(-1, order, drop), -1e4)
+
+
+def token_logprobs(logits: torch.Tensor, input_ids: torch.Tensor, temperature: float = 1.0,
+                   top_p: float = 1.0) -> tuple[torch.Tensor, torch.Tensor]:
+    """(B, L, V) logits → (B, L−1) log π(target) and (B, L−1) entropy (no grad) of each predicting position,
+    under generation's processing (temperature, top-p), so that on fresh rollouts π_θ equals the behaviour."""
+    logp_all = torch.log_softmax(processed_logits(logits[:, :-1], temperature, top_p), dim=-1)
     logp = logp_all.gather(-1, input_ids[:, 1:].unsqueeze(-1)).squeeze(-1)
     with torch.no_grad():
         entropy = -(logp_all.exp() * logp_all).sum(-1)

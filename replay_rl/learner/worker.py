@@ -89,11 +89,12 @@ class LearnerRankImpl:
         parts = micro_batches(batch, self.cfg.learner.micro_batch_tokens, self._micro_count(batch))
         tokens, rollouts = float(np.diff(batch.completion_offsets).sum()), float(len(batch))
         loss_sum, entropy_sum, acc = 0.0, 0.0, MicroStats()
+        g = self.cfg.generation
         for i, rows in enumerate(parts):
             inp = to_learner_inputs(batch.take(rows), self.pad_id, self.device, tokens, rollouts)
             self.engine.set_gradient_accumulation_boundary(i == len(parts) - 1)  # reduce and step on the last
             logits = self.engine(input_ids=inp.input_ids, attention_mask=inp.attention_mask).logits
-            logp, entropy = token_logprobs(logits, inp.input_ids)
+            logp, entropy = token_logprobs(logits, inp.input_ids, g.temperature, g.top_p)
             loss, stats = self.loss_fn(logp, inp)
             self.engine.backward(loss)
             loss_sum += loss.item()

@@ -62,6 +62,27 @@ def test_greedy_matches_hf_and_logprobs_match_forward(backend, warm_model):
             assert np.allclose(c.logprobs, want, atol=1e-4), (c.logprobs, want)
 
 
+def test_tempered_nucleus_logprobs_are_what_the_learner_recomputes(backend, warm_model):
+    """At temperature 0.7 and top_p 0.9 the stored log-prob is the token's under the distribution it was drawn
+    from, and the learner's π_θ (token_logprobs with the same processing) gives the same: ratio 1 on fresh data."""
+    from replay_rl.learner.losses import token_logprobs
+
+    reference = HFBackend(warm_model[0])
+    prompts = prompts_for(warm_model[0])
+    raw_gap = 0.0
+    for prompt, group in zip(prompts, backend.generate(prompts, SamplingParams(0.7, 0.9, 8, 8))):
+        for c in group:
+            ids = torch.tensor(np.concatenate([prompt, c.token_ids]), dtype=torch.long)[None]
+            with torch.no_grad():
+                logits = reference.model(ids).logits
+            learner = token_logprobs(logits, ids, 0.7, 0.9)[0][0, len(prompt) - 1:].numpy()
+            assert np.allclose(c.logprobs, learner, atol=1e-4), (c.logprobs, learner)
+            assert np.allclose(np.exp(learner - c.logprobs), 1.0, atol=1e-3)
+            raw_gap = max(raw_gap, float(np.abs(c.logprobs - teacher_forced_logprobs(reference.model, prompt,
+                                                                                     c.token_ids)).max()))
+    assert raw_gap > 0.05  # raw (temperature 1, no nucleus) log-probs would have been wrong: the test can fail
+
+
 def test_load_weights_swaps_the_policy_in_place(backend, warm_model, init_model):
     other = HFBackend(str(init_model))
     backend.load_weights(other.model.state_dict().items(), version=9)

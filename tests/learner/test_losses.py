@@ -65,3 +65,16 @@ def test_batching_aligns_targets_with_completion_tokens():
     assert inp.loss_mask.tolist() == [[0, 1, 1, 1], [1, 0, 0, 0]]
     assert np.allclose(inp.old_logprobs.numpy(), [[0, -0.1, -0.2, -0.3], [-0.4, 0, 0, 0]])
     assert inp.baselines.tolist() == [0.25, 0.25]
+
+
+def test_processed_logits_apply_temperature_then_the_nucleus():
+    from replay_rl.learner.losses import processed_logits
+
+    logits = torch.tensor([[2.0, 1.0, 0.0, -1.0]])
+    assert torch.allclose(processed_logits(logits, 0.5), logits / 0.5)
+    # probs ≈ .644 .237 .087 .032: ascending cumulative .032 .119 .356 1 → top_p 0.5 keeps the first token only,
+    # top_p 0.8 keeps the first two (its cumulative mass .881 is the first ≥ 0.8)
+    kept = lambda p: (torch.log_softmax(processed_logits(logits, 1.0, p), -1) > -100).tolist()  # noqa: E731
+    assert kept(0.5) == [[True, False, False, False]] and kept(0.8) == [[True, True, False, False]]
+    lp = torch.log_softmax(processed_logits(logits, 1.0, 0.8), -1)
+    assert lp[0, 0].exp().item() == pytest.approx(0.644 / (0.644 + 0.237), abs=2e-3)
