@@ -4,6 +4,7 @@ watchdog, replace a generator that died, name a learner rank that died, and stop
 from __future__ import annotations
 
 import json
+import sys
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -16,6 +17,7 @@ from replay_rl.checkpoints import STATE_FILE, checkpoint_dir, commit, staging_di
 from replay_rl.config import RunConfig
 from replay_rl.evaluator import Evaluator
 from replay_rl.generation.generator import Generator
+from replay_rl.learner.agreement import agreement_problem
 from replay_rl.learner.group import LearnerGroup
 from replay_rl.replay.client import ReplayClient, create_shards
 from replay_rl.replay.table import TableStats
@@ -69,14 +71,25 @@ class Roles:
             ready, waiting = ray.wait(pending, num_returns=len(pending), timeout=1.0)
             if not waiting:
                 try:
-                    return self.learners.gather_step(pending)
+                    metrics = self.learners.gather_step(pending)
                 except Exception:  # noqa: BLE001 - named below: the dead rank, else the first error
                     raise RunFailed(self._dead_rank(pending)) from None
+                if consumer_version == 0:  # every rollout is fresh: the start-up agreement check
+                    self._check_agreement(metrics)
+                return metrics
             if ready:  # one rank finished early only when another is stuck or dead
                 self._check_ranks(ready, pending)
             self.check_generators()
             if time.monotonic() - started > self.cfg.run.stall_timeout_s:
                 raise RunFailed(self.diagnose(consumer_version))
+
+    def _check_agreement(self, metrics: dict[str, float]) -> None:
+        r = self.cfg.run
+        if problem := agreement_problem(metrics, r.mismatch_warn, r.mismatch_fail):
+            level, line = problem
+            if level == "fail":
+                raise RunFailed(line)
+            print(line, file=sys.stderr, flush=True)
 
     def _check_ranks(self, ready: list, pending: list) -> None:
         try:

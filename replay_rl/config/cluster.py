@@ -76,5 +76,11 @@ class RunSettings(_Section):
     max_shard_restarts: int = Field(3, ge=0)
     """A replay shard that dies is restarted by Ray and restores its newest live snapshot, this many times per
     shard; needs replay.snapshot_every_steps. 0: a dead shard ends the run."""
+    mismatch_warn: float = Field(0.02, ge=0)
+    """At the first step (every rollout fresh), warn when the mean per-token |log π_learner − log π_generator|
+    exceeds this. fp32 on CPU agrees to ~1e-6; bf16 engines on GPUs typically differ by 1e-3–1e-2."""
+    mismatch_fail: float | None = Field(0.5, ge=0)
+    """At the first step, stop the run with one line when that gap exceeds this: the generator is not sampling the
+    policy the learner trains. None: never stop on it."""
     stall_timeout_s: float = Field(120.0, gt=0)
     """Seconds without a finished learner step before the run stops with one line naming who waits on what."""

@@ -69,3 +69,4 @@ class MicroStats:
 
     def result(self) -> dict[str, float]:
         return {k: v / max(self.tokens, 1.0) for k, v in self.sums.items()} | self.maxima
+

@@ -35,8 +35,7 @@ class LearnerGroup:
     @staticmethod
     def gather_step(refs: list) -> dict[str, float]:
         per_rank = ray.get(refs)
-        return {k: float(np.max([m[k] for m in per_rank]) if k.endswith("_max") else np.mean([m[k] for m in per_rank]))
-                for k in per_rank[0]}
+        return {k: combine(k, [m[k] for m in per_rank]) for k in per_rank[0]}
 
     def publish(self, version: int, for_eval: bool = False) -> dict[str, float]:
         return ray.get([r.publish.remote(version, for_eval) for r in self.ranks])[0]
@@ -57,3 +56,12 @@ class LearnerGroup:
         for r in self.ranks:
             ray.kill(r)
         ray.util.remove_placement_group(self.pg)
+
+
+def combine(key: str, values: list[float]) -> float:
+    """One rank-level metric over ranks: max for *_max, else the mean; NaN (a rank without fresh rollouts for the
+    agreement check) is left out, and NaN only when every rank has it."""
+    finite = [v for v in values if v == v]
+    if not finite:
+        return float("nan")
+    return float(max(finite) if key.endswith("_max") else np.mean(finite))

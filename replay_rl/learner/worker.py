@@ -17,6 +17,7 @@ import ray
 import torch
 
 from replay_rl.config import RunConfig
+from replay_rl.learner.agreement import Mismatch
 from replay_rl.learner.batching import MicroStats, micro_batches, to_learner_inputs
 from replay_rl.learner.losses import make_loss, token_logprobs
 from replay_rl.models import load_model, load_tokenizer, save_model_folder
@@ -76,20 +77,23 @@ class LearnerRankImpl:
         t0 = time.perf_counter()
         batch, info = ray.get(self.shard.sample.remote(self.cfg.rank_batch_size, consumer_version))
         wait = time.perf_counter() - t0
-        metrics = self.train_on(batch)
+        metrics = self.train_on(batch, fresh=info.ages == 0)
         return metrics | {"sample_wait_s": wait, "age_mean": float(info.ages.mean()), "age_max": float(info.ages.max()),
                           "reuse_mean": float(info.reuse.mean()), "reward_mean": float(batch.reward.mean()),
                           "completion_len": float(np.diff(batch.completion_offsets).mean())}
 
-    def train_on(self, batch: RolloutBatch) -> dict[str, float]:
+    def train_on(self, batch: RolloutBatch, fresh: np.ndarray | None = None) -> dict[str, float]:
         """One optimizer step on this rank's batch, in micro-batches of at most learner.micro_batch_tokens padded
-        tokens whose gradients accumulate; each micro-batch's loss is normalised by the whole batch's counts."""
+        tokens whose gradients accumulate; each micro-batch's loss is normalised by the whole batch's counts.
+        fresh: rows made by exactly the learner's current weights, on which π_θ must equal the stored behaviour
+        log-probs: their gap is the live generator/learner agreement check (mismatch/*)."""
         t0 = time.perf_counter()
         self.engine.train()
         parts = micro_batches(batch, self.cfg.learner.micro_batch_tokens, self._micro_count(batch))
         tokens, rollouts = float(np.diff(batch.completion_offsets).sum()), float(len(batch))
-        loss_sum, entropy_sum, acc = 0.0, 0.0, MicroStats()
+        loss_sum, entropy_sum, acc, gap = 0.0, 0.0, MicroStats(), Mismatch()
         g = self.cfg.generation
+        fresh = np.zeros(len(batch), bool) if fresh is None else fresh
         for i, rows in enumerate(parts):
             inp = to_learner_inputs(batch.take(rows), self.pad_id, self.device, tokens, rollouts)
             self.engine.set_gradient_accumulation_boundary(i == len(parts) - 1)  # reduce and step on the last
@@ -100,10 +104,11 @@ class LearnerRankImpl:
             loss_sum += loss.item()
             entropy_sum += (entropy * inp.loss_mask).sum().item()
             acc.add(stats, inp.loss_mask.sum().item())
+            gap.add(logp.detach(), inp.old_logprobs, inp.loss_mask * torch.as_tensor(fresh[rows], device=self.device)[:, None])
         self.engine.step()
         self.busy_s += time.perf_counter() - t0
         grad_norm = self.engine.get_global_grad_norm()
-        return acc.result() | {"loss": loss_sum, "entropy": entropy_sum / max(tokens, 1.0),
+        return acc.result() | gap.result() | {"loss": loss_sum, "entropy": entropy_sum / max(tokens, 1.0),
                                "grad_norm": float(grad_norm) if grad_norm is not None else float("nan"),
                                "micro_batches": len(parts),
                                "rank_busy_s": self.busy_s}  # cumulative, this rank; the ledger sums ranks

@@ -46,6 +46,8 @@ def test_fresh_on_policy_step_has_ratio_one_and_same_weights_on_both_ranks(syste
     m = group.step(consumer_version=0)
     assert m["ratio_mean"] == pytest.approx(1.0, abs=1e-4) and m["clip_fraction"] == 0.0
     assert m["age_mean"] == 0 and m["reuse_mean"] == 1
+    # every row is fresh: the live agreement check compares them all, and fp32 generator and learner agree
+    assert m["mismatch/tokens"] > 0 and m["mismatch/abs_mean"] < 1e-4 and m["mismatch/kl"] < 1e-6
     s0, s1 = group.full_state()
     assert all(torch.equal(s0[k], s1[k]) for k in s0)               # ranks agree bit for bit
     assert any(not torch.equal(before[k], s0[k]) for k in s0)       # and the step changed the weights
@@ -74,6 +76,23 @@ def test_after_sync_generator_greedy_output_equals_learner_model(system, warm_mo
     assert mine == theirs
     stale = HFBackend(warm_model[0])                                # the unsynced model answers differently somewhere
     assert any(not torch.equal(stale.model.state_dict()[k], learner_state[k]) for k in learner_state)
+
+
+def test_agreement_check_fires_when_the_generator_samples_other_weights(system, init_model):
+    """Weights loaded into the generator but not the learner: the fresh rollouts' log-probs are the other model's,
+    so the first step's agreement check reports a large gap and the start-up verdict stops the run."""
+    from replay_rl.learner.agreement import agreement_problem
+    from replay_rl.sync.object_store import ObjectStorePublisher
+
+    cfg, shards, board, group, gen = system
+    other = HFBackend(str(init_model))
+    ObjectStorePublisher(board).publish(other.model.state_dict().items(), version=8)
+    assert ray.get(gen.refresh_weights.remote()) == 8
+    ray.get([gen.generate_once.remote() for _ in range(2)])  # 128 rollouts fill both shards (capacity 64)
+    m = group.step(consumer_version=8)                        # the learner is "at" version 8 but has its own weights
+    assert m["age_mean"] == 0 and m["mismatch/abs_mean"] > 0.5
+    level, line = agreement_problem(m, cfg.run.mismatch_warn, cfg.run.mismatch_fail)
+    assert level == "fail" and "generator and learner disagree on fresh rollouts" in line
 
 
 def test_zero_stages_give_the_same_loss_trajectory(ray_cluster, warm_model):
