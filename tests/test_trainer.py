@@ -8,6 +8,7 @@ import sys
 import time
 from pathlib import Path
 
+import numpy as np
 import pytest
 import torch
 from safetensors.torch import load_file
@@ -165,3 +166,16 @@ def test_checkpoint_resumes_same_step_weights_and_buffer(ray_cluster, warm_model
         assert [s.inserts for s in stats] == [m["counters"]["stats"]["inserts"] for m in manifests]
     finally:
         roles.shutdown()
+
+
+@pytest.mark.parametrize("correction", ["tis", "icepop", "mis"])
+def test_each_off_policy_correction_trains_the_testbed_for_50_steps(ray_cluster, warm_model, tmp_path, correction):
+    path, _ = warm_model
+    out = tmp_path / correction
+    final = train(run_cfg(path, out, "run.steps=50", "run.eval_every=50", "run.eval_prompts=20",
+                          f"learner.loss.correction={correction}", "learner.loss.correction_cap=1.5"))
+    rows = read_metrics(out / "metrics.jsonl", "train")
+    assert final["step"] == 50 and [r["step"] for r in rows] == list(range(1, 51))
+    assert all(0 < r["correction/ess"] <= 1 + 1e-9 and 0 <= r["correction/changed_fraction"] <= 1 for r in rows)
+    assert all(np.isfinite(r["loss"]) for r in rows)
+    assert max(r["correction/changed_fraction"] for r in rows) > 0  # replayed, stale rollouts get corrected

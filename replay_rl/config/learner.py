@@ -9,7 +9,18 @@ from pydantic import Field
 from replay_rl.config.base import _Section
 
 
-class GrpoLossConfig(_Section):
+class _LossCommon(_Section):
+    correction: Literal["none", "tis", "icepop", "mis"] = "none"
+    """Off-policy correction on the ratio ρ = π_θ/π_behaviour (learner/corrections.py). none: the paper. tis:
+    weight tokens by min(ρ, C), for heavy staleness with AsymRE (which has no clip). icepop: drop tokens with ρ
+    outside [1/C, C], when a few tokens' ratios explode (engine/learner mismatch). mis: drop whole rollouts whose
+    geometric-mean ratio is outside [1/C, C], when whole rollouts have drifted (very old replayed data)."""
+    correction_cap: float = Field(2.0, gt=1)
+    """C of the correction: the truncation of tis, the band [1/C, C] of icepop and mis. Lower corrects more and
+    keeps less data (see correction/ess)."""
+
+
+class GrpoLossConfig(_LossCommon):
     type: Literal["grpo"] = "grpo"
     """PPO-style clipped ratio on the frozen group advantage, no KL (the paper's main loss)."""
     eps_low: float = Field(0.2, ge=0, lt=1)
@@ -18,7 +29,7 @@ class GrpoLossConfig(_Section):
     """Upper clip at 1 + eps_high; DAPO raises it (e.g. 0.28) to keep exploring."""
 
 
-class AsymreLossConfig(_Section):
+class AsymreLossConfig(_LossCommon):
     type: Literal["asymre"] = "asymre"
     """REINFORCE with a shifted baseline and no ratio (AsymRE, Arnal et al. 2025)."""
     baseline_shift: float = -0.1

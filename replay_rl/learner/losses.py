@@ -12,6 +12,7 @@ from dataclasses import dataclass
 import torch
 
 from replay_rl.config import AsymreLossConfig, GrpoLossConfig
+from replay_rl.learner.corrections import correction_weights
 
 
 @dataclass
@@ -73,18 +74,21 @@ def grpo_loss(cfg: GrpoLossConfig, logp: torch.Tensor, inp: LearnerInputs) -> tu
     adv = inp.advantages[:, None]                             # (B, 1) broadcast over tokens
     unclipped = ratio * adv
     clipped = torch.clamp(ratio, 1 - cfg.eps_low, 1 + cfg.eps_high) * adv
-    loss = -_token_mean(torch.minimum(unclipped, clipped), inp)
+    w, corr = correction_weights(cfg.correction, cfg.correction_cap, (logp - inp.old_logprobs) * m, m)
+    loss = -_token_mean(torch.minimum(unclipped, clipped) * w, inp)
     with torch.no_grad():
         is_clipped = (clipped < unclipped).float()            # the clip is the active branch of the min
         stats = {"clip_fraction": _masked_mean(is_clipped, m).item(), "ratio_mean": _masked_mean(ratio, m).item(),
                  "ratio_max": (ratio * m).max().item()}
-    return loss, stats
+    return loss, stats | corr
 
 
 def asymre_loss(cfg: AsymreLossConfig, logp: torch.Tensor, inp: LearnerInputs) -> tuple[torch.Tensor, dict[str, float]]:
     """REINFORCE with a shifted group baseline, no ratio. seq_sum (the paper): −mean over rollouts of
     (r − (V̂ + δV))·Σ_t log π_θ(token); token_mean: −token-mean of (r − (V̂ + δV))·log π_θ(token)."""
-    weight = (inp.rewards - (inp.baselines + cfg.baseline_shift))[:, None]
+    w, corr = correction_weights(cfg.correction, cfg.correction_cap, (logp - inp.old_logprobs) * inp.loss_mask,
+                                 inp.loss_mask)
+    weight = (inp.rewards - (inp.baselines + cfg.baseline_shift))[:, None] * w
     if cfg.aggregation == "seq_sum":
         count = inp.rollout_count if inp.rollout_count is not None else len(inp.rewards)
         loss = -(weight * logp * inp.loss_mask).sum() / max(count, 1.0)
@@ -94,7 +98,7 @@ def asymre_loss(cfg: AsymreLossConfig, logp: torch.Tensor, inp: LearnerInputs) -
         ratio = torch.exp(logp - inp.old_logprobs)
         stats = {"clip_fraction": 0.0, "ratio_mean": _masked_mean(ratio, inp.loss_mask).item(),
                  "ratio_max": (ratio * inp.loss_mask).max().item()}
-    return loss, stats
+    return loss, stats | corr
 
 
 def make_loss(cfg: GrpoLossConfig | AsymreLossConfig):

@@ -78,3 +78,27 @@ def test_processed_logits_apply_temperature_then_the_nucleus():
     assert kept(0.5) == [[True, False, False, False]] and kept(0.8) == [[True, True, False, False]]
     lp = torch.log_softmax(processed_logits(logits, 1.0, 0.8), -1)
     assert lp[0, 0].exp().item() == pytest.approx(0.644 / (0.644 + 0.237), abs=2e-3)
+
+
+@pytest.mark.parametrize("kind, ratio, weights, changed", [
+    ("none", [[3.0, 1.0], [0.3, 1.0]], [[1, 1], [1, 1]], 0.0),
+    ("tis", [[3.0, 1.0], [0.3, 1.0]], [[2, 1], [0.3, 1]], 0.25),   # 3 is truncated at C=2, 0.3 is kept as is
+    ("icepop", [[3.0, 1.0], [0.3, 1.0]], [[0, 1], [0, 1]], 0.5),   # 3 > C and 0.3 < 1/C are masked
+    # geometric means: row 0 √(9·1) = 3 > C, the whole rollout is masked; row 1 √(0.6·1) ≈ 0.77 is kept
+    ("mis", [[9.0, 1.0], [0.6, 1.0]], [[0, 0], [1, 1]], 0.5),
+])
+def test_correction_weights_match_hand_values(kind, ratio, weights, changed):
+    from replay_rl.learner.corrections import correction_weights
+
+    w, st = correction_weights(kind, 2.0, torch.log(torch.tensor(ratio)), torch.ones(2, 2))
+    want = torch.tensor(weights, dtype=torch.float32)
+    assert torch.allclose(w, want) and st["correction/changed_fraction"] == pytest.approx(changed)
+    assert st["correction/ess"] == pytest.approx((want.sum() ** 2 / (4 * (want ** 2).sum())).item())
+
+
+def test_a_masked_token_contributes_nothing_to_the_grpo_gradient():
+    old = [[math.log(0.5), math.log(0.5)], [math.log(0.5), math.log(0.5)]]
+    new = torch.tensor([[math.log(0.5 * 3), math.log(0.5)], [math.log(0.5), math.log(0.5)]], requires_grad=True)
+    loss, st = grpo_loss(GrpoLossConfig(correction="icepop", correction_cap=2.0), new, inputs(old, [-1.0, 1.0]))
+    loss.backward()
+    assert new.grad[0, 0] == 0 and new.grad[0, 1] != 0 and st["correction/changed_fraction"] == 0.25
