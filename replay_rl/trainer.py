@@ -75,11 +75,11 @@ def train(cfg: RunConfig, progress=None) -> dict:
     resume = resolve_resume(cfg.run.resume_from, out)
     cfg.dump_json(out / "config.json")
     owns_ray = connect(cfg)  # first: a cluster too small for W/T fails before any model work
-    stop_on_sigterm()
-    model_path = str(ensure_model(cfg).resolve())
+    replaced = stop_on_signals()
     ledger = ledger_for(cfg)
     sink, roles = None, None
     try:
+        model_path = str(ensure_model(cfg).resolve())  # inside: a Ctrl-C in the warm start still stops Ray
         roles = build(cfg, model_path)
         start = roles.resume(resume, ledger) if resume else 0
         sink = MetricsSink(out, keep_through_step=start if resume else -1)  # a fresh run starts a fresh file
@@ -117,14 +117,14 @@ def train(cfg: RunConfig, progress=None) -> dict:
         write_report([out], out / "plots")
         return record | {"step": step, "output_dir": str(out), "final_model": str(link_final_model(out, final))}
     finally:
-        if sys.exc_info()[0] is KeyboardInterrupt:
-            bound_shutdown(SHUTDOWN_BOUND_S)
         if roles is not None:
             roles.shutdown()
         if sink is not None:
             sink.close()
         if owns_ray:
             ray.shutdown()
+        for sig, handler in replaced.items():
+            signal.signal(sig, handler)
 
 
 def merge_disjoint(*parts: dict) -> dict:
@@ -153,14 +153,18 @@ def bound_shutdown(seconds: float) -> None:
     timer.start()
 
 
-def stop_on_sigterm() -> None:
-    """SIGTERM (a scheduler's cancel, `kill`) stops the run like Ctrl-C: the finally in train() stops every actor
-    and this run's Ray. Installed after ray.init, which sets a handler that only dumps native stacks."""
-    if threading.current_thread() is threading.main_thread():
-        signal.signal(signal.SIGTERM, _interrupt)
+def stop_on_signals() -> dict:
+    """Ctrl-C and SIGTERM (a scheduler's cancel, `kill`) stop the run: the finally in train() stops every actor and
+    this run's Ray, and a timer started at the signal bounds that cleanup, wherever the signal lands (start-up
+    included). Installed after ray.init, which sets a SIGTERM handler that only dumps native stacks. Returns the
+    handlers it replaced, which train() puts back when it returns (it may run inside a longer process)."""
+    if threading.current_thread() is not threading.main_thread():
+        return {}
+    return {sig: signal.signal(sig, _interrupt) for sig in (signal.SIGTERM, signal.SIGINT)}
 
 
 def _interrupt(signum, frame) -> None:
+    bound_shutdown(SHUTDOWN_BOUND_S)
     raise KeyboardInterrupt
 
 

@@ -100,8 +100,9 @@ def test_killed_shard_is_restored_in_place_and_the_run_finishes(ray_cluster, war
     # K_inf charges the rollouts the shard lost too, so it never goes backwards
     assert all(a["k_inf"] <= b["k_inf"] for a, b in zip(rows, rows[1:])) and final["k_inf"] >= seen["before"]
     assert 0 <= final["rollouts_lost"] <= seen["before"] and final["k_train"] == 12 * 32
-    assert (out / "replay_live" / "shard_1" / "manifest.json").is_file()
-    assert (out / "replay_live" / "shard_1.restarts").read_text() == "1"
+    # the killed one (any of the two: pids say nothing about shard ids) counted its restart beside its snapshot
+    (restarted,) = (out / "replay_live").glob("shard_*.restarts")
+    assert restarted.read_text() == "1" and (restarted.with_suffix("") / "manifest.json").is_file()
     print(f"shard kill → restored in place, reported after {seen['recovered_s']:.1f}s, "
           f"{final['rollouts_lost']} rollouts lost")
 

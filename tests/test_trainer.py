@@ -68,11 +68,12 @@ def start_cli_run(path, out) -> subprocess.Popen:
                              "-s", f"run.output_dir={out}", "-s", "run.steps=100000", "-s", "run.eval_prompts=40"],
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
                             env={**os.environ, "HF_HUB_OFFLINE": "1"})
-    for _ in range(300):
+    for _ in range(900):  # idle: ~20 s; a loaded CI box once took more than 300 s to reach step 1
         if (out / "metrics.jsonl").is_file() and len((out / "metrics.jsonl").read_text().splitlines()) >= 2:
-            break
+            return proc
         time.sleep(1)
-    return proc
+    proc.kill()
+    pytest.fail(f"the run did not reach step 1 in 900 s: {proc.communicate()[1][-2000:]}")
 
 
 @pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM], ids=["ctrl-c", "sigterm"])
