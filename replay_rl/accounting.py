@@ -11,7 +11,7 @@ rollout generated, used or not, and equals steps·(1+W/T) with a buffer and step
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 
 
 @dataclass
@@ -56,6 +56,34 @@ class ComputeLedger:
     def active_s(self) -> float:
         """Compute consumed: busy seconds of all generators and learners (the paper's active GPU-seconds)."""
         return self.generator_busy_s + self.learner_busy_s
+
+    def observe(self, *, inserts: int, lost: int, consumed: int, tokens: int, generator_busy_s: float,
+                learner_busy_s: float, wall_s: float, publish_s: float = 0.0, publish_bytes: int = 0,
+                **extra: float) -> None:
+        """One learner step's counters. inserts: the shards' (K_inf, plus `lost`: rollouts a restored shard lost,
+        generated all the same); consumed: rollouts this step trained on; tokens and generator_busy_s: the
+        generators' totals, which restart when a generator is replaced, so the ledger keeps the larger."""
+        self.k_inf = inserts + lost
+        self.k_train += consumed
+        self.tokens = max(self.tokens, tokens)
+        self.generator_busy_s = max(self.generator_busy_s, generator_busy_s)
+        self.learner_busy_s, self.wall_s = learner_busy_s, wall_s
+        self.sync_s += publish_s
+        self.sync_bytes += publish_bytes
+        self.extra.update(extra)
+
+    def state(self) -> dict:
+        """What a checkpoint keeps (JSON-able)."""
+        return asdict(self)
+
+    def load_state(self, state: dict) -> None:
+        """Continue from a checkpoint's ledger; it must describe the same cluster, or compute would mix units."""
+        shape = ("generators", "learners", "batch_size", "mu_model")
+        if (theirs := tuple(state[k] for k in shape)) != (mine := tuple(getattr(self, k) for k in shape)):
+            raise ValueError(f"run.resume_from: the checkpoint's ledger has (W, T, B, μ) = {theirs}, this run "
+                             f"{mine}; resume with the cluster, batch size and cluster.emulate it was taken with")
+        for k, v in state.items():
+            setattr(self, k, v)
 
     @property
     def learner_busy_frac(self) -> float:

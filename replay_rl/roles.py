@@ -175,27 +175,24 @@ class Roles:
         return {f"eval/{k}": v for k, v in ray.get(self.evaluator.evaluate_latest.remote()).items()}
 
     def update(self, ledger: ComputeLedger, replay: TableStats, learner: dict[str, float],
-               sync: dict[str, float] | None) -> None:
+               sync: dict[str, float] | None, wall_s: float) -> None:
+        """Hand the ledger this step's counters, from the roles that own them."""
         gens = self.generator_stats()
-        ledger.k_inf = replay.inserts + replay.rollouts_lost  # lost ones were generated: compute was spent
-        ledger.k_train += self.cfg.learner.batch_size
-        # a replaced generator restarts its counters; the shards' insert count (K_inf) is unaffected
-        ledger.tokens = max(ledger.tokens, sum(g.tokens for g in gens))
-        ledger.generator_busy_s = max(ledger.generator_busy_s, sum(g.busy_s for g in gens))
+        extra = {"generator_restarts": self.restarts}
         if gens:
-            ledger.extra["generator_version_min"] = min(g.version for g in gens)  # how far behind the slowest is
-        ledger.extra["generator_restarts"] = self.restarts
-        ledger.learner_busy_s = learner["rank_busy_s"] * self.cfg.cluster.learners
-        if sync:
-            ledger.sync_s += sync["publish_s"]
-            ledger.sync_bytes += sync["publish_bytes"]
+            extra["generator_version_min"] = min(g.version for g in gens)  # how far behind the slowest is
+        ledger.observe(inserts=replay.inserts, lost=replay.rollouts_lost, consumed=self.cfg.learner.batch_size,
+                       tokens=sum(g.tokens for g in gens), generator_busy_s=sum(g.busy_s for g in gens),
+                       learner_busy_s=learner["rank_busy_s"] * self.cfg.cluster.learners, wall_s=wall_s,
+                       publish_s=sync["publish_s"] if sync else 0.0,
+                       publish_bytes=sync["publish_bytes"] if sync else 0, **extra)
 
     def checkpoint(self, out: Path, step: int, ledger: ComputeLedger) -> Path:
         """Learner state and buffer snapshot of the same step, staged and then renamed into place."""
         staging = staging_dir(out, step)
         self.learners.save(str(staging), tag=f"step_{step}")
         self.replay.snapshot(staging / "replay")  # each shard snapshots atomically under its own lock
-        (staging / STATE_FILE).write_text(json.dumps({"step": step, "ledger": ledger.__dict__}))
+        (staging / STATE_FILE).write_text(json.dumps({"step": step, "ledger": ledger.state()}))
         return commit(staging, checkpoint_dir(out, step))
 
     def resume(self, path: str | Path, ledger: ComputeLedger) -> int:
@@ -204,7 +201,7 @@ class Roles:
         step = state["step"]
         self.learners.load(str(path), tag=f"step_{step}")
         self.replay.restore(path / "replay")
-        ledger.__dict__.update(state["ledger"])
+        ledger.load_state(state["ledger"])
         self.learners.publish(version=step)
         return step
 

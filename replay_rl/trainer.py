@@ -94,9 +94,8 @@ def train(cfg: RunConfig, progress=None) -> dict:
             metrics = roles.learner_step(consumer_version=step - 1)           # sample → loss → optimizer step
             sync = roles.learners.publish(version=step) if step % cfg.sync.every_steps == 0 else None
             roles.check_generators()
-            ledger.wall_s = time.perf_counter() - t0
             replay = roles.replay.stats()
-            roles.update(ledger, replay, metrics, sync)
+            roles.update(ledger, replay, metrics, sync, wall_s=time.perf_counter() - t0)
             record = merge_disjoint(metrics, replay.summary(), ledger.summary(), sync or {})
             sink.log(step, "train", record)
             if step % cfg.run.eval_every == 0 or step == cfg.run.steps:

@@ -157,8 +157,8 @@ def test_checkpoint_resumes_same_step_weights_and_buffer(ray_cluster, warm_model
     resumed_cfg = run_cfg(path, tmp_path / "ck2", "run.steps=3", f"run.resume_from={ckpt}")
     roles = build(resumed_cfg, str(Path(path).resolve()))
     try:
-        from replay_rl.accounting import ComputeLedger
-        ledger = ComputeLedger(2, 2)
+        from replay_rl.trainer import ledger_for
+        ledger = ledger_for(resumed_cfg)
         assert roles.resume(str(ckpt), ledger) == 3 and ledger.k_train == 3 * 32
         state = roles.learners.full_state()[0]
         assert all(torch.equal(state[k], saved[k]) for k in saved)
