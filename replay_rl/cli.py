@@ -179,14 +179,15 @@ def plan(mu: float = typer.Option(..., help="measured μ = cost to generate a ba
          alpha: float = typer.Option(0.25, help="variance growth exponent α of σ(x) ∝ x^α"),
          rho: float = typer.Option(0.1, help="sample–iterate correlation ρ in [0, 1]"),
          batch_size: Optional[int] = typer.Option(None, help="B: rollouts per optimizer step"),
-         w_t: Optional[str] = typer.Option(None, "--w-t", help="generator/learner split, e.g. 5/3 or 1.67")) -> None:
+         w_t: Optional[str] = typer.Option(None, "--w-t", help="generator/learner split, e.g. 5/3 or 1.67"),
+         discrete: bool = typer.Option(False, help="exact mean of σ² over integer ages, not the power law")) -> None:
     """Theorem 4.5: optimal staleness horizon x* = N/R, replay ratio y* = B/R, and the recommended N."""
     from dataclasses import asdict
 
     from replay_rl.theory import NoInteriorOptimum, plan as solve
 
     try:
-        result = solve(mu, alpha, rho, batch_size, None if w_t is None else parse_ratio(w_t))
+        result = solve(mu, alpha, rho, batch_size, None if w_t is None else parse_ratio(w_t), discrete)
     except NoInteriorOptimum as e:
         typer.echo(f"plan: {e}", err=True)
         raise typer.Exit(1) from None

@@ -1,4 +1,5 @@
 import json
+import math
 import subprocess
 import sys
 
@@ -71,3 +72,17 @@ def test_plan_says_when_it_raises_n_to_the_batch_size():
     assert got["capacity_unclamped"] == 46 and got["capacity"] == 60
     assert got["x_at_capacity"] == pytest.approx(60 / got["rollouts_per_step"]) and got["x_at_capacity"] > got["x_star"]
     assert "N is raised to B = 60; that N implies a horizon of 3.17 (x* is 2.43)" in out.stderr
+
+
+def test_discrete_horizon_at_the_paper_point_is_twice_the_power_law():
+    from replay_rl.theory import optimum_discrete
+
+    x, y = optimum_discrete(5.28, 0.25, 0.1)
+    assert x == 5 and y == pytest.approx(math.sqrt(5.28 / (0.1 + 1 / 5)))
+    assert plan(5.28, 0.25, 0.1).x_star == pytest.approx(2.43, abs=0.01)
+    # brute force over integer horizons agrees
+    objective = lambda h: sum(k ** 0.5 for k in range(1, h + 1)) / h * (  # noqa: E731
+        math.sqrt(1 / 5.28) + math.sqrt(0.1 + 1 / h)) ** 2
+    assert min(range(1, 500), key=objective) == 5
+    p = plan(5.28, 0.25, 0.1, 60, 5 / 3, discrete=True)
+    assert p.x_star == 5 and p.capacity == round(5 * 60 * (5 / 3) / 5.28)
