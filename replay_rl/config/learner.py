@@ -27,6 +27,11 @@ class GrpoLossConfig(_LossCommon):
     """Lower clip: the ratio π/π_behaviour is clipped at 1 − eps_low. Smaller is more conservative."""
     eps_high: float = Field(0.2, ge=0)
     """Upper clip at 1 + eps_high; DAPO raises it (e.g. 0.28) to keep exploring."""
+    aggregation: Literal["rank_token_mean", "global_token_mean", "seq_mean"] = "rank_token_mean"
+    """How token terms become one loss (the paper leaves it open). rank_token_mean: mean over each rank's completion
+    tokens, then DeepSpeed's mean over ranks (TRL's bnpo; DAPO's token-mean only at T=1). global_token_mean: one
+    mean over every rank's tokens (DAPO at any T; one extra all-reduce per step). seq_mean: mean over rollouts of
+    each rollout's token mean (GRPO as first written: short completions weigh as much as long ones)."""
 
 
 class AsymreLossConfig(_LossCommon):

@@ -68,14 +68,20 @@ def _token_mean(x: torch.Tensor, inp: LearnerInputs) -> torch.Tensor:
 
 
 def grpo_loss(cfg: GrpoLossConfig, logp: torch.Tensor, inp: LearnerInputs) -> tuple[torch.Tensor, dict[str, float]]:
-    """−token-mean of min(ρ·A, clip(ρ, 1−ε_low, 1+ε_high)·A), ρ = π_θ(token) / π_behaviour(token); no KL."""
+    """−mean of min(ρ·A, clip(ρ, 1−ε_low, 1+ε_high)·A), ρ = π_θ(token) / π_behaviour(token), no KL; the mean is
+    cfg.aggregation's (a token mean by default)."""
     m = inp.loss_mask
     ratio = torch.exp(logp - inp.old_logprobs) * m + (1 - m)  # padding positions: ratio 1, masked out anyway
     adv = inp.advantages[:, None]                             # (B, 1) broadcast over tokens
     unclipped = ratio * adv
     clipped = torch.clamp(ratio, 1 - cfg.eps_low, 1 + cfg.eps_high) * adv
     w, corr = correction_weights(cfg.correction, cfg.correction_cap, (logp - inp.old_logprobs) * m, m)
-    loss = -_token_mean(torch.minimum(unclipped, clipped) * w, inp)
+    terms = torch.minimum(unclipped, clipped) * w
+    if cfg.aggregation == "seq_mean":
+        count = inp.rollout_count if inp.rollout_count is not None else len(inp.rewards)
+        loss = -((terms * m).sum(-1) / m.sum(-1).clamp(min=1)).sum() / max(count, 1.0)
+    else:  # rank or global token mean: the worker sets token_count to the rank's or to global / T
+        loss = -_token_mean(terms, inp)
     with torch.no_grad():
         is_clipped = (clipped < unclipped).float()            # the clip is the active branch of the min
         stats = {"clip_fraction": _masked_mean(is_clipped, m).item(), "ratio_mean": _masked_mean(ratio, m).item(),

@@ -90,7 +90,8 @@ class LearnerRankImpl:
         t0 = time.perf_counter()
         self.engine.train()
         parts = micro_batches(batch, self.cfg.learner.micro_batch_tokens, self._micro_count(batch))
-        tokens, rollouts = float(np.diff(batch.completion_offsets).sum()), float(len(batch))
+        own_tokens, rollouts = float(np.diff(batch.completion_offsets).sum()), float(len(batch))
+        tokens = self._token_norm(own_tokens)
         loss_sum, entropy_sum, acc, gap = 0.0, 0.0, MicroStats(), Mismatch()
         g = self.cfg.generation
         fresh = np.zeros(len(batch), bool) if fresh is None else fresh
@@ -108,10 +109,21 @@ class LearnerRankImpl:
         self.engine.step()
         self.busy_s += time.perf_counter() - t0
         grad_norm = self.engine.get_global_grad_norm()
-        return acc.result() | gap.result() | {"loss": loss_sum, "entropy": entropy_sum / max(tokens, 1.0),
+        return acc.result() | gap.result() | {"loss": loss_sum, "entropy": entropy_sum / max(own_tokens, 1.0),
                                "grad_norm": float(grad_norm) if grad_norm is not None else float("nan"),
                                "micro_batches": len(parts),
                                "rank_busy_s": self.busy_s}  # cumulative, this rank; the ledger sums ranks
+
+    def _token_norm(self, tokens: float) -> float:
+        """The token count a rank divides its loss by: its own, or for global_token_mean the mean over ranks (so
+        that DeepSpeed's average over ranks of Σ_rank / (Σ_all / T) is Σ_all / Σ_all)."""
+        if self.cfg.learner.loss.aggregation != "global_token_mean":
+            return tokens
+        import torch.distributed as dist
+
+        total = torch.tensor([tokens], dtype=torch.float64)
+        dist.all_reduce(total)
+        return float(total.item()) / self.cfg.cluster.learners
 
     def _micro_count(self, batch: RolloutBatch) -> int | None:
         """Under ZeRO-3 every forward gathers parameters collectively, so all ranks run as many micro-batches as

@@ -139,3 +139,27 @@ def test_micro_batched_step_equals_the_full_batch_step(ray_cluster, warm_model, 
         assert [m[key] for m in metrics[40]] == pytest.approx([m[key] for m in metrics[None]], rel=1e-4), key
     for k in states[None]:
         assert torch.allclose(states[None][k], states[40][k], rtol=1e-4, atol=1e-6), k
+
+
+def test_global_token_mean_over_two_ranks_equals_one_rank_on_the_whole_batch(ray_cluster, warm_model):
+    """Ranks holding different token counts: global_token_mean at T=2 takes the gradient of one mean over all
+    tokens, which is what a single rank computes on the concatenated batch (and rank_token_mean does not)."""
+    path, _ = warm_model
+    lengths = lambda i: 2 if i < 8 else 7  # noqa: E731  rank 0 short completions, rank 1 long ones
+    whole = make_batch(16, completion_len=lengths)
+    halves = [whole.take(np.arange(8)), whole.take(np.arange(8, 16))]
+    norms = {}
+    for name, learners, batches, agg in (("one rank", 1, [whole], "rank_token_mean"),
+                                         ("global", 2, halves, "global_token_mean"),
+                                         ("per rank", 2, halves, "rank_token_mean")):
+        cfg = group_cfg(path, f"cluster.learners={learners}", f"learner.loss.aggregation={agg}")
+        shards, board = create_shards(cfg), WeightBoard.remote()
+        group = LearnerGroup(cfg, path, shards, board, WeightBoard.remote())
+        try:
+            norms[name] = group.train_on(batches)[0]["grad_norm"]
+        finally:
+            group.shutdown()
+            for a in [*shards, board]:
+                ray.kill(a)
+    assert norms["global"] == pytest.approx(norms["one rank"], rel=1e-4)
+    assert norms["per rank"] != pytest.approx(norms["one rank"], rel=1e-3)

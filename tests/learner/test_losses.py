@@ -102,3 +102,16 @@ def test_a_masked_token_contributes_nothing_to_the_grpo_gradient():
     loss, st = grpo_loss(GrpoLossConfig(correction="icepop", correction_cap=2.0), new, inputs(old, [-1.0, 1.0]))
     loss.backward()
     assert new.grad[0, 0] == 0 and new.grad[0, 1] != 0 and st["correction/changed_fraction"] == 0.25
+
+
+def test_grpo_aggregations_on_rollouts_of_different_lengths():
+    # row 0 has 2 completion tokens with term +1 each, row 1 has 1 token (the other masked) with term −1
+    inp = inputs([[0.0, 0.0], [0.0, 0.0]], [1.0, -1.0])
+    inp.loss_mask[1, 1] = 0
+    logp = torch.zeros(2, 2)
+    token = grpo_loss(GrpoLossConfig(), logp, inp)[0].item()
+    seq = grpo_loss(GrpoLossConfig(aggregation="seq_mean"), logp, inp)[0].item()
+    assert token == pytest.approx(-(1 + 1 - 1) / 3) and seq == pytest.approx(-(1 - 1) / 2)
+    # global_token_mean is the token mean with the worker's global count: here another rank holds 5 more tokens
+    inp.token_count = (3 + 5) / 2
+    assert grpo_loss(GrpoLossConfig(aggregation="global_token_mean"), logp, inp)[0].item() == pytest.approx(-1 / 4)
