@@ -50,6 +50,7 @@ class Roles:
     slots: list[GeneratorSlot]
     evaluator: object
     model_path: str
+    pending_eval: tuple | None = None  # (step, ledger row at that step, the evaluator's result ref)
 
     @property
     def generators(self) -> list:
@@ -169,10 +170,21 @@ class Roles:
         return (f"stalled: no learner step for {self.cfg.run.stall_timeout_s:g}s (step {consumer_version + 1}); "
                 f"{shard_text}; {gen_text}; sync {self.cfg.sync.type}")
 
-    def evaluate(self, step: int) -> dict[str, float]:
-        """Publish the current weights to the evaluator's own board, then score them on the eval split."""
+    def start_eval(self, step: int, ledger_row: dict) -> list[tuple[int, dict]]:
+        """Publish the current weights to the evaluator's own board and score them there while learning goes on.
+        The previous eval is finished first (the board holds one version); returns the rows finished by then."""
+        rows = self.finished_evals(wait=True)
         self.learners.publish(version=step, for_eval=True)
-        return {f"eval/{k}": v for k, v in ray.get(self.evaluator.evaluate_latest.remote()).items()}
+        self.pending_eval = (step, ledger_row, self.evaluator.evaluate_latest.remote())
+        return rows
+
+    def finished_evals(self, wait: bool = False) -> list[tuple[int, dict]]:
+        """The (step, eval row) of the eval in flight once it is done; [] while it runs (unless wait)."""
+        if self.pending_eval is None or not (wait or ray.wait([self.pending_eval[2]], timeout=0)[0]):
+            return []
+        step, ledger_row, ref = self.pending_eval
+        self.pending_eval = None
+        return [(step, {f"eval/{k}": v for k, v in ray.get(ref).items()} | ledger_row)]
 
     def update(self, ledger: ComputeLedger, replay: TableStats, learner: dict[str, float],
                sync: dict[str, float] | None, wall_s: float) -> None:

@@ -84,10 +84,16 @@ def train(cfg: RunConfig, progress=None) -> dict:
         start = roles.resume(resume, ledger) if resume else 0
         sink = MetricsSink(out, keep_through_step=start if resume else -1)  # a fresh run starts a fresh file
         t0 = time.perf_counter() - ledger.wall_s
-        if start == 0:  # where RL starts from, so every run reports before → after
-            sink.log(0, "eval", roles.evaluate(0) | ledger.summary())
-        roles.start_generators()
         record: dict = {}
+
+        def log_evals(rows: list[tuple[int, dict]]) -> None:
+            for eval_step, row in rows:
+                sink.log(eval_step, "eval", row)
+                record.update(row)
+
+        if start == 0:  # where RL starts from, so every run reports before → after
+            log_evals(roles.start_eval(0, ledger.summary()) + roles.finished_evals(wait=True))
+        roles.start_generators()
         step = start
         replay = roles.replay.stats()
         for step in range(start + 1, cfg.run.steps + 1):
@@ -98,15 +104,16 @@ def train(cfg: RunConfig, progress=None) -> dict:
             roles.update(ledger, replay, metrics, sync, wall_s=time.perf_counter() - t0)
             record = merge_disjoint(metrics, replay.summary(), ledger.summary(), sync or {})
             sink.log(step, "train", record)
+            log_evals(roles.finished_evals())                                 # evals run beside training
             if step % cfg.run.eval_every == 0 or step == cfg.run.steps:
-                record |= roles.evaluate(step)
-                sink.log(step, "eval", {k: v for k, v in record.items() if k.startswith("eval/")} | ledger.summary())
+                log_evals(roles.start_eval(step, ledger.summary()))
             if cfg.run.checkpoint_every and step % cfg.run.checkpoint_every == 0:
                 roles.checkpoint(out, step, ledger)
             if progress:
                 progress(step, record)
             if cfg.run.rollout_budget and ledger.k_inf >= cfg.run.rollout_budget:
                 break
+        log_evals(roles.finished_evals(wait=True))
         # the buffer's whole age / reuse / since-last-use histograms, for the benchmark's distributions
         (out / "replay_stats.json").write_text(json.dumps(replay.__dict__ | {"replay_ratio": replay.replay_ratio}))
         final = checkpoint_dir(out, step)
