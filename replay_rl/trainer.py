@@ -89,7 +89,7 @@ def train(cfg: RunConfig, progress=None) -> dict:
         def log_evals(rows: list[tuple[int, dict]]) -> None:
             for eval_step, row in rows:
                 sink.log(eval_step, "eval", row)
-                record.update(row)
+                record.update({k: v for k, v in row.items() if k.startswith("eval/")})  # its ledger may be older
 
         if start == 0:  # where RL starts from, so every run reports before → after
             log_evals(roles.start_eval(0, ledger.summary()) + roles.finished_evals(wait=True))
