@@ -22,3 +22,4 @@ def test_ledger_and_buffer_summaries_are_disjoint():
     ledger.extra["generator_restarts"] = 0
     record = merge_disjoint(table.stats().summary(), ledger.summary())
     assert {"buffer_age_mean", "replay_ratio", "k_inf", "compute", "generator_restarts"} <= record.keys()
+    assert not {"inserts", "samples"} & record.keys()  # K_inf and K_train have one name each: the ledger's
