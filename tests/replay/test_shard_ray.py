@@ -1,5 +1,7 @@
 """Tier 1: real Ray shard actors and the client, under concurrent producers and consumers."""
 
+import time
+
 import numpy as np
 import pytest
 import ray as ray_mod
@@ -151,7 +153,12 @@ def test_a_shard_that_dies_restores_its_live_snapshot_and_the_loss_is_counted(ra
     ray_mod.get(shard.insert.remote(make_batch(8, start=100)))
     assert client.stats().inserts == 28           # the driver has seen 28 inserts
     ray_mod.kill(shard, no_restart=False)         # a crash: Ray restarts the actor, which restores itself
-    batch, _ = ray_mod.get(shard.sample.remote(12, 3))  # waits for the restart, then serves from the snapshot
+    # ray.kill returns before the actor is gone: a call sent now may still reach the old one, so wait for the new
+    for _ in range(120):
+        if ray_mod.get(shard.stats.remote()).shard_restarts == 1:
+            break
+        time.sleep(0.5)
+    batch, _ = ray_mod.get(shard.sample.remote(12, 3))  # served from the snapshot
     assert len(batch) == 12 and set(batch.reward.tolist()) <= set(range(20))
     stats = client.stats()
     assert (stats.shard_restarts, stats.inserts, stats.rollouts_lost) == (1, 20, 8)
