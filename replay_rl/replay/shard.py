@@ -9,7 +9,7 @@ from pathlib import Path
 import ray
 
 from replay_rl.config import RunConfig
-from replay_rl.replay.snapshot import read_snapshot, write_snapshot
+from replay_rl.replay.snapshot import previous, read_snapshot, readable_snapshot, write_snapshot
 from replay_rl.replay.limits import Pace
 from replay_rl.replay.table import SampleInfo, TableStats, table_from_config
 from replay_rl.rollout import RolloutBatch
@@ -144,8 +144,7 @@ class LiveSnapshots:
         self._last = consumer_version
 
     def exists(self) -> bool:
-        return (self.path / "manifest.json").is_file() or (self.path.with_name(self.path.name + ".old") /
-                                                            "manifest.json").is_file()
+        return readable_snapshot(self.path) is not None
 
     def count_restart(self) -> int:
         n = int(self._restarts_file.read_text()) + 1 if self._restarts_file.is_file() else 1
@@ -156,7 +155,7 @@ class LiveSnapshots:
     def clear(self) -> None:
         import shutil
 
-        for p in (self.path, self.path.with_name(self.path.name + ".old"), self._restarts_file):
+        for p in (self.path, previous(self.path), self._restarts_file):
             shutil.rmtree(p, ignore_errors=True) if p.is_dir() else p.unlink(missing_ok=True)
 
 

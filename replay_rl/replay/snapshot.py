@@ -20,7 +20,7 @@ def write_snapshot(path: str | Path, arrays: dict[str, np.ndarray], counters: di
     from safetensors.numpy import save_file
 
     path = Path(path)
-    partial, old = path.with_name(path.name + ".partial"), path.with_name(path.name + ".old")
+    partial, old = path.with_name(path.name + ".partial"), previous(path)
     shutil.rmtree(partial, ignore_errors=True)
     partial.mkdir(parents=True)
     save_file({k: np.ascontiguousarray(v) for k, v in arrays.items()}, str(partial / "items.safetensors"))
@@ -34,12 +34,24 @@ def write_snapshot(path: str | Path, arrays: dict[str, np.ndarray], counters: di
     return path
 
 
+def previous(path: str | Path) -> Path:
+    """Where write_snapshot keeps the snapshot it is replacing until the new one is in place."""
+    path = Path(path)
+    return path.with_name(path.name + ".old")
+
+
+def readable_snapshot(path: str | Path) -> Path | None:
+    """The complete snapshot at `path`, else the previous one (a crash between write_snapshot's two renames)."""
+    for candidate in (Path(path), previous(path)):
+        if (candidate / "manifest.json").is_file():
+            return candidate
+    return None
+
+
 def read_snapshot(path: str | Path, settings: dict[str, Any]) -> tuple[dict[str, np.ndarray], dict[str, Any]]:
     from safetensors.numpy import load_file
 
-    path = Path(path)
-    if not (path / "manifest.json").is_file() and (path.with_name(path.name + ".old") / "manifest.json").is_file():
-        path = path.with_name(path.name + ".old")  # a crash between the two renames of write_snapshot
+    path = readable_snapshot(path) or Path(path)
     manifest_path = path / "manifest.json"
     if not manifest_path.is_file():
         raise FileNotFoundError(f"{path}: no manifest.json; not a (complete) shard snapshot")
