@@ -70,6 +70,10 @@ class LearnerConfig(_Section):
 class _SyncCommon(_Section):
     every_steps: int = Field(1, ge=1)
     """Publish weights after every k optimizer steps."""
+    bucket_mb: float = Field(256.0, gt=0)
+    """Weights travel packed in buffers of about this many MiB, cast to model.dtype: a few large messages instead
+    of one per tensor. The sender holds at most one bucket beyond the model; under ZeRO-3 ranks gather one
+    bucket's parameters at a time."""
 
 
 class ObjectStoreSyncConfig(_SyncCommon):

@@ -19,8 +19,7 @@ from replay_rl.replay.client import ReplayClient
 from replay_rl.replay.shard import pace_for
 from replay_rl.rollout import Rollout, RolloutBatch, group_advantages
 from replay_rl.sync.base import load_if_newer
-from replay_rl.sync.collective import BroadcastGroup, CollectiveSubscriber
-from replay_rl.sync.object_store import ObjectStoreSubscriber
+from replay_rl.sync.factory import make_weight_sync
 from replay_rl.tasks import checked_reward, make_task
 
 
@@ -48,8 +47,7 @@ class GeneratorImpl:
         self.tokenizer = load_tokenizer(model_path)
         self.task = make_task(cfg.task, cfg.run.seed)
         self.client = ReplayClient(shards)
-        self.board = board
-        self.weights: ObjectStoreSubscriber | CollectiveSubscriber = ObjectStoreSubscriber(board)
+        self.weights = make_weight_sync(cfg.sync, "subscriber", board)
         # a replacement draws other prompts than the generator it replaces did from its start
         self.rng = np.random.default_rng([cfg.run.seed, generator_id, *([first_call] if first_call else [])])
         self.params = sampling_params(cfg.generation)
@@ -61,10 +59,8 @@ class GeneratorImpl:
         self._t0 = self._last_poll = time.perf_counter()
 
     def join_weight_group(self, host: str, port: int, rank: int, world_size: int) -> None:
-        """Receive weights by broadcast from learner rank 0 instead of the object store (sync.type=nccl)."""
-        s = self.cfg.sync
-        self.weights = CollectiveSubscriber(self.board, BroadcastGroup(host, port, rank, world_size, s.backend,
-                                                                        s.timeout_s))
+        """Form the broadcast group with learner rank 0 and the other generators (sync.type=nccl)."""
+        self.weights.connect(host, port, rank, world_size)
 
     def refresh_weights(self) -> int:
         """Load the latest published weights if they are newer than ours; returns the version loaded."""

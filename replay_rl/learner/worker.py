@@ -22,7 +22,8 @@ from replay_rl.learner.batching import MicroStats, micro_batches, to_learner_inp
 from replay_rl.learner.losses import make_loss, token_logprobs
 from replay_rl.models import load_model, load_tokenizer, save_model_folder
 from replay_rl.rollout import RolloutBatch
-from replay_rl.sync.collective import BroadcastGroup, CollectivePublisher
+from replay_rl.sync.buckets import Bucket, plan_buckets
+from replay_rl.sync.factory import make_weight_sync
 from replay_rl.sync.object_store import ObjectStorePublisher
 
 
@@ -43,8 +44,8 @@ class LearnerRankImpl:
     def __init__(self, cfg: RunConfig, rank: int, model_path: str, shard, board, eval_board) -> None:
         torch.set_num_threads(1)
         self.cfg, self.rank, self.model_path, self.shard = cfg, rank, model_path, shard
-        self.publisher: ObjectStorePublisher | CollectivePublisher = ObjectStorePublisher(board)
-        self.board, self.eval_publisher = board, ObjectStorePublisher(eval_board)
+        self.publisher = make_weight_sync(cfg.sync, "publisher", board)
+        self.eval_publisher = ObjectStorePublisher(eval_board)  # the evaluator always reads the object store
         self.loss_fn = make_loss(cfg.learner.loss)
         self.pad_id = load_tokenizer(model_path).pad_token_id
         self.busy_s = 0.0
@@ -149,18 +150,43 @@ class LearnerRankImpl:
 
     def join_weight_group(self, host: str, port: int, world_size: int) -> None:
         """Rank 0 only: become rank 0 of the broadcast group to the generators (sync.type=nccl)."""
-        s = self.cfg.sync
-        self.publisher = CollectivePublisher(self.board, BroadcastGroup(host, port, 0, world_size, s.backend, s.timeout_s))
+        self.publisher.connect(host, port, 0, world_size)
+
+    def weight_plan(self) -> list[Bucket]:
+        """The buckets the weights travel in: every parameter, in the generators' dtype (model.dtype), from full
+        shapes that ZeRO-3 knows without gathering."""
+        dtype = self.cfg.model.dtype
+        specs = [(n, tuple(getattr(p, "ds_shape", p.shape)), dtype if p.is_floating_point() else
+                  str(p.dtype).removeprefix("torch.")) for n, p in self.engine.module.named_parameters()]
+        return plan_buckets(specs, int(self.cfg.sync.bucket_mb * 2**20))
+
+    def bucket_tensors(self, plan: list[Bucket]):
+        """Each bucket's parameters in turn, gathered one bucket at a time under ZeRO-3 (a collective: every rank
+        walks the plan); only rank 0 gets the tensors, which stay valid until it asks for the next bucket."""
+        import deepspeed
+
+        params = dict(self.engine.module.named_parameters())
+        for bucket in plan:
+            group = [params[n] for n in bucket.names]
+            gathered = (deepspeed.zero.GatheredParameters(group) if self.cfg.learner.zero_stage == 3
+                        else contextlib.nullcontext())
+            with gathered:
+                yield [p.detach() for p in group] if self.rank == 0 else None
 
     def publish(self, version: int, for_eval: bool = False):
-        """Every rank joins the gather; rank 0 publishes (to the generators, or to the evaluator's board) and
-        returns version, bytes and seconds (gather included)."""
+        """Rank 0 publishes bucket by bucket (to the generators, or to the evaluator's board); under ZeRO-3 every
+        rank joins each bucket's gather, otherwise the other ranks do nothing. Rank 0 returns version, bytes and
+        seconds: the whole publish, and its gather and send phases."""
         t0 = time.perf_counter()
-        state = self.full_state()
+        plan = self.weight_plan()
         if self.rank != 0:
+            if self.cfg.learner.zero_stage == 3:
+                for _ in self.bucket_tensors(plan):
+                    pass
             return None
-        handle = (self.eval_publisher if for_eval else self.publisher).publish(state.items(), version)
-        return {"version": handle.version, "publish_bytes": handle.nbytes, "publish_s": time.perf_counter() - t0}
+        handle = (self.eval_publisher if for_eval else self.publisher).publish(plan, self.bucket_tensors(plan), version)
+        return {"version": handle.version, "publish_bytes": handle.nbytes, "publish_s": time.perf_counter() - t0,
+                "publish_gather_s": handle.gather_s, "publish_send_s": handle.send_s}
 
     # ------------------------------------------------------------------ checkpoints
     def save(self, path: str, tag: str) -> None:

@@ -1,31 +1,50 @@
-"""Weight sync protocol: the learner publishes full weights with a version; generators fetch the latest.
-
-The generator never knows how the tensors travelled; the learner never knows who loads them.
+"""Weight sync protocol: the learner publishes full weights with a version, bucket by bucket; generators fetch the
+latest. The generator never knows how the tensors travelled; the learner never knows who loads them.
 """
 
 from __future__ import annotations
 
+import time
 from dataclasses import dataclass
-from typing import Any, Iterable, Iterator, Protocol
+from typing import Any, Callable, Iterable, Iterator, Protocol
 
 import torch
+
+from replay_rl.sync.buckets import Bucket, pack
 
 
 @dataclass(frozen=True)
 class WeightHandle:
     version: int        # learner version the weights were taken at (= optimizer steps done)
-    nbytes: int
-    payload: Any        # transport-specific: a list holding one ObjectRef for the object store
-    publish_s: float    # seconds the learner spent publishing (gather excluded)
+    nbytes: int         # bytes sent, in the generators' dtype
+    plan: list[Bucket]  # which tensor travels in which bucket
+    payload: Any        # transport-specific: one ObjectRef per bucket for the object store, nothing for a broadcast
+    gather_s: float = 0.0  # seconds the sender waited for the next bucket's tensors (ZeRO gather, device copy)
+    send_s: float = 0.0    # seconds spent packing and handing buckets to the transport
 
 
 class WeightPublisher(Protocol):
-    def publish(self, named_tensors: Iterable[tuple[str, torch.Tensor]], version: int) -> WeightHandle: ...
+    def publish(self, plan: list[Bucket], buckets: Iterable[list[torch.Tensor]], version: int) -> WeightHandle:
+        """buckets: the plan's tensors, one list per bucket, produced lazily (each is packed before the next)."""
 
 
 class WeightSubscriber(Protocol):
     def latest(self) -> WeightHandle | None: ...
     def fetch(self, handle: WeightHandle) -> Iterator[tuple[str, torch.Tensor]]: ...
+
+
+def send_buckets(plan: list[Bucket], buckets: Iterable[list[torch.Tensor]], send: Callable[[torch.Tensor], Any],
+                 device: torch.device | str = "cpu") -> tuple[list, float, float]:
+    """Pack each bucket (on `device`) and hand it to `send` as soon as its tensors arrive; returns what send
+    returned per bucket, and the seconds spent waiting for tensors (gather) and packing + sending (send)."""
+    out, gather_s, send_s, stream = [], 0.0, 0.0, iter(buckets)
+    for bucket in plan:
+        t0 = time.perf_counter()
+        tensors = next(stream)
+        t1 = time.perf_counter()
+        out.append(send(pack(bucket, [t.to(device) for t in tensors])))
+        gather_s, send_s = gather_s + t1 - t0, send_s + time.perf_counter() - t1
+    return out, gather_s, send_s
 
 
 def load_if_newer(subscriber: WeightSubscriber, backend) -> WeightHandle | None:

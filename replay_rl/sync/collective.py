@@ -1,30 +1,23 @@
 """Weights over a broadcast group: learner rank 0 is group rank 0, generators are ranks 1..W (OpenRLHF's design).
 
 NCCL on GPUs; the same code runs on gloo, which is how the CPU tests exercise it. The group is its own process
-group (own TCPStore), separate from the learners' DeepSpeed group. Rank 0 announces the tensor list on the
-WeightBoard, then broadcasts tensor by tensor; each generator joins the broadcast when it next checks for weights
-(between backend calls), so rank 0 waits at most one generation call. Versions are received in order, none skipped.
+group (own TCPStore), separate from the learners' DeepSpeed group, formed once by connect() on every member.
+Rank 0 announces the bucket plan on the WeightBoard, then broadcasts one flat buffer per bucket; each generator
+joins the broadcast when it next checks for weights (between backend calls), so rank 0 waits at most one
+generation call. Versions are received in order, none skipped.
 """
 
 from __future__ import annotations
 
 import datetime
-import time
-from dataclasses import dataclass
 from typing import Iterable, Iterator
 
 import ray
 import torch
 import torch.distributed as dist
 
-from replay_rl.sync.base import WeightHandle
-
-
-@dataclass(frozen=True)
-class TensorMeta:
-    name: str
-    shape: tuple[int, ...]
-    dtype: str  # e.g. "float32"
+from replay_rl.sync.base import WeightHandle, send_buckets
+from replay_rl.sync.buckets import Bucket, plan_bytes, unpack
 
 
 class BroadcastGroup:
@@ -45,31 +38,36 @@ class BroadcastGroup:
         self.pg.broadcast([tensor], opts).wait()
 
 
-class CollectivePublisher:
-    def __init__(self, board, group: BroadcastGroup) -> None:
-        self.board, self.group = board, group
+class _GroupMember:
+    def __init__(self, board, backend: str, timeout_s: float) -> None:
+        self.board, self.backend, self.timeout_s = board, backend, timeout_s
+        self._group: BroadcastGroup | None = None
 
-    def publish(self, named_tensors: Iterable[tuple[str, torch.Tensor]], version: int) -> WeightHandle:
-        t0 = time.perf_counter()
-        tensors = [(n, t.detach().to(self.group.device).contiguous()) for n, t in named_tensors]
-        metas = [TensorMeta(n, tuple(t.shape), str(t.dtype).removeprefix("torch.")) for n, t in tensors]
-        nbytes = sum(t.numel() * t.element_size() for _, t in tensors)
-        ray.get(self.board.set.remote(WeightHandle(version, nbytes, metas, 0.0)))  # announce, then send
-        for _, t in tensors:
-            self.group.broadcast(t)
-        return WeightHandle(version, nbytes, metas, time.perf_counter() - t0)
+    def connect(self, host: str, port: int, rank: int, world_size: int) -> None:
+        """Form the group (a collective: rank 0 and every generator call it together)."""
+        self._group = BroadcastGroup(host, port, rank, world_size, self.backend, self.timeout_s)
+
+    @property
+    def group(self) -> BroadcastGroup:
+        if self._group is None:
+            raise RuntimeError("sync.type=nccl: connect() the broadcast group before the first publish or fetch")
+        return self._group
 
 
-class CollectiveSubscriber:
-    def __init__(self, board, group: BroadcastGroup) -> None:
-        self.board, self.group = board, group
+class CollectivePublisher(_GroupMember):
+    def publish(self, plan: list[Bucket], buckets: Iterable[list[torch.Tensor]], version: int) -> WeightHandle:
+        ray.get(self.board.set.remote(WeightHandle(version, plan_bytes(plan), plan, None)))  # announce, then send
+        _, gather_s, send_s = send_buckets(plan, buckets, self.group.broadcast, self.group.device)
+        return WeightHandle(version, plan_bytes(plan), plan, None, gather_s, send_s)
 
+
+class CollectiveSubscriber(_GroupMember):
     def latest(self) -> WeightHandle | None:
         return ray.get(self.board.latest.remote())
 
     def fetch(self, handle: WeightHandle) -> Iterator[tuple[str, torch.Tensor]]:
-        """Receive every announced tensor (the caller must consume the whole iterator: it is a collective)."""
-        for meta in handle.payload:
-            buf = torch.empty(meta.shape, dtype=getattr(torch, meta.dtype), device=self.group.device)
-            self.group.broadcast(buf)
-            yield meta.name, buf
+        """Receive every bucket of the plan (the caller must consume the whole iterator: it is a collective)."""
+        for bucket in handle.plan:
+            flat = torch.empty(bucket.nbytes, dtype=torch.uint8, device=self.group.device)
+            self.group.broadcast(flat)
+            yield from unpack(bucket, flat)

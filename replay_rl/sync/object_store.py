@@ -1,15 +1,16 @@
-"""Weights through Ray's object store: one ray.put per version, many gets. A tiny WeightBoard actor holds the
-latest handle; holding the ObjectRef keeps exactly one version alive (the previous one is released)."""
+"""Weights through Ray's object store: one ray.put per bucket per version, many gets. A tiny WeightBoard actor
+holds the latest handle; holding its ObjectRefs keeps exactly one version alive (the previous one is released)."""
 
 from __future__ import annotations
 
-import time
+import warnings
 from typing import Iterable, Iterator
 
 import ray
 import torch
 
-from replay_rl.sync.base import WeightHandle
+from replay_rl.sync.base import WeightHandle, send_buckets
+from replay_rl.sync.buckets import Bucket, plan_bytes, unpack
 
 
 @ray.remote(num_cpus=0)
@@ -33,11 +34,10 @@ class ObjectStorePublisher:
     def __init__(self, board) -> None:
         self.board = board
 
-    def publish(self, named_tensors: Iterable[tuple[str, torch.Tensor]], version: int) -> WeightHandle:
-        t0 = time.perf_counter()
-        state = {name: t.detach().to("cpu", copy=True).contiguous() for name, t in named_tensors}
-        nbytes = sum(t.numel() * t.element_size() for t in state.values())
-        handle = WeightHandle(version, nbytes, [ray.put(state)], time.perf_counter() - t0)
+    def publish(self, plan: list[Bucket], buckets: Iterable[list[torch.Tensor]], version: int) -> WeightHandle:
+        # numpy, not torch: Ray stores numpy arrays out of band and a get maps them without a copy
+        refs, gather_s, send_s = send_buckets(plan, buckets, lambda flat: ray.put(flat.numpy()))
+        handle = WeightHandle(version, plan_bytes(plan), plan, refs, gather_s, send_s)
         ray.get(self.board.set.remote(handle))
         return handle
 
@@ -50,5 +50,9 @@ class ObjectStoreSubscriber:
         return ray.get(self.board.latest.remote())
 
     def fetch(self, handle: WeightHandle) -> Iterator[tuple[str, torch.Tensor]]:
-        state = ray.get(handle.payload[0])
-        return iter(state.items())
+        """One bucket at a time, as read-only views of the object store's copy: load them, do not write them."""
+        for bucket, ref in zip(handle.plan, handle.payload):
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore", UserWarning)  # torch warns that the mapped array is read-only
+                flat = torch.from_numpy(ray.get(ref))
+            yield from unpack(bucket, flat)

@@ -12,7 +12,7 @@ from replay_rl.generation.hf import HFBackend
 from replay_rl.learner.group import LearnerGroup
 from replay_rl.models import load_tokenizer
 from replay_rl.replay.client import ReplayClient, create_shards
-from replay_rl.sync.object_store import WeightBoard
+from replay_rl.sync.object_store import ObjectStoreSubscriber, WeightBoard
 from tests.replay.helpers import make_batch
 
 pytestmark = [pytest.mark.ray, pytest.mark.deepspeed]
@@ -62,6 +62,7 @@ def test_staleness_on_samples_matches_versions(system):
 
 def test_after_sync_generator_greedy_output_equals_learner_model(system, warm_model):
     cfg, shards, board, group, gen = system
+    group.train_on([make_batch(8, start=500 + 10 * r, completion_len=5) for r in range(2)])  # weights move first
     info = group.publish(version=7)
     assert info["version"] == 7 and info["publish_bytes"] > 4 * 400_000 and info["publish_s"] > 0
     assert ray.get(gen.refresh_weights.remote()) == 7
@@ -95,15 +96,22 @@ def test_agreement_check_fires_when_the_generator_samples_other_weights(system, 
     assert level == "fail" and "generator and learner disagree on fresh rollouts" in line
 
 
-def test_zero_stages_give_the_same_loss_trajectory(ray_cluster, warm_model):
+def test_zero_stages_give_the_same_loss_trajectory_and_publish_every_weight_in_buckets(ray_cluster, warm_model):
     path, _ = warm_model
     batches = [[make_batch(8, start=100 * s + 10 * r, completion_len=5) for r in range(2)] for s in range(3)]
     trajectories = {}
     for stage in (0, 2, 3):
-        cfg = group_cfg(path, f"learner.zero_stage={stage}")
+        # 50 KiB buckets: the 1.6 MB model travels in more than 10, each gathered on its own under ZeRO-3
+        cfg = group_cfg(path, f"learner.zero_stage={stage}", "sync.bucket_mb=0.05")
         shards, board = create_shards(cfg), WeightBoard.remote()
         group = LearnerGroup(cfg, path, shards, board, WeightBoard.remote())
         trajectories[stage] = [group.train_on(b)[0]["loss"] for b in batches]
+        info = group.publish(version=3)
+        handle = ObjectStoreSubscriber(board).latest()
+        received, learner_state = dict(ObjectStoreSubscriber(board).fetch(handle)), group.full_state()[0]
+        assert info["version"] == 3 and len(handle.plan) > 10 and info["publish_bytes"] >= 4 * 400_000
+        assert received.keys() == learner_state.keys()
+        assert all(torch.equal(received[k], learner_state[k]) for k in received), stage
         group.shutdown()
     assert np.allclose(trajectories[0], trajectories[2], rtol=1e-4, atol=1e-6), trajectories
     assert np.allclose(trajectories[0], trajectories[3], rtol=1e-4, atol=1e-6), trajectories

@@ -1,0 +1,81 @@
+"""Weights travel in buckets: named tensors cast to the generators' dtype and packed, in order, into flat byte
+buffers of about sync.bucket_mb. A transfer is then a few large messages instead of one per tensor (the per-tensor
+overhead is what peers report as slow sync), and the sender holds at most one packed bucket beyond its weights.
+
+The plan (which tensor goes in which bucket, at which byte offset) is computed from names, shapes and dtypes alone,
+so the learner can gather ZeRO-3 partitions one bucket at a time and a receiver can allocate before data arrives.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Iterable, Iterator
+
+import torch
+
+
+@dataclass(frozen=True)
+class TensorSlot:
+    name: str
+    shape: tuple[int, ...]
+    dtype: str      # the dtype it travels and loads in, e.g. "bfloat16"
+    offset: int     # byte offset inside its bucket
+
+    @property
+    def nbytes(self) -> int:
+        return math.prod(self.shape) * getattr(torch, self.dtype).itemsize
+
+
+@dataclass(frozen=True)
+class Bucket:
+    slots: tuple[TensorSlot, ...]
+    nbytes: int
+
+    @property
+    def names(self) -> list[str]:
+        return [s.name for s in self.slots]
+
+
+def plan_buckets(specs: Iterable[tuple[str, tuple[int, ...], str]], bucket_bytes: int) -> list[Bucket]:
+    """specs: (name, shape, dtype to travel in). Greedy, in order: a bucket closes when the next tensor would
+    overflow it; a tensor larger than a bucket gets one to itself. Offsets are aligned to 16 bytes so every slot
+    is a valid view for any dtype."""
+    buckets, slots, used = [], [], 0
+    for name, shape, dtype in specs:
+        size = math.prod(shape) * getattr(torch, dtype).itemsize
+        if slots and used + size > bucket_bytes:
+            buckets.append(Bucket(tuple(slots), used))
+            slots, used = [], 0
+        slots.append(TensorSlot(name, tuple(shape), dtype, used))
+        used += -(-size // 16) * 16
+    if slots:
+        buckets.append(Bucket(tuple(slots), used))
+    return buckets
+
+
+def pack(bucket: Bucket, tensors: list[torch.Tensor], out: torch.Tensor | None = None) -> torch.Tensor:
+    """One flat uint8 buffer holding the bucket's tensors, cast to the plan's dtype (on the tensors' device)."""
+    if len(tensors) != len(bucket.slots):
+        raise ValueError(f"bucket of {len(bucket.slots)} tensors got {len(tensors)}")
+    device = tensors[0].device if tensors else "cpu"
+    flat = out if out is not None else torch.empty(bucket.nbytes, dtype=torch.uint8, device=device)
+    for slot, t in zip(bucket.slots, tensors):
+        if tuple(t.shape) != slot.shape:
+            raise ValueError(f"weight {slot.name!r}: shape {tuple(t.shape)} does not match the plan's {slot.shape}")
+        view(flat, slot).copy_(t.detach())
+    return flat
+
+
+def view(flat: torch.Tensor, slot: TensorSlot) -> torch.Tensor:
+    """The slot's tensor as a view into the flat buffer (no copy)."""
+    return flat[slot.offset:slot.offset + slot.nbytes].view(getattr(torch, slot.dtype)).view(slot.shape)
+
+
+def unpack(bucket: Bucket, flat: torch.Tensor) -> Iterator[tuple[str, torch.Tensor]]:
+    for slot in bucket.slots:
+        yield slot.name, view(flat, slot)
+
+
+def plan_bytes(plan: list[Bucket]) -> int:
+    return sum(b.nbytes for b in plan)
