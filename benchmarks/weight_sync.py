@@ -9,16 +9,19 @@ For each model shape (random weights from its HF config's parameter shapes; no d
   raw = one ray.put of a flat array of the same bytes, then ray.get + one copy into a preallocated buffer.
 - gloo: ours = CollectivePublisher / CollectiveSubscriber over a 2-member group + the same in-place load.
   raw = one broadcast of a flat buffer of the same bytes.
-Times are the median over --repeats of the wall time from publish start to load end. The sender's peak extra
-memory is its VmHWM during the publish (reset through /proc/self/clear_refs) minus its RSS before; the object
-store's shared pages it writes count there. Sent dtype: --dtype (bfloat16, what GPU runs send; the fp32 source
-weights are the learner's). Prints JSON, writes results.json and a PNG.
+Times are the median over --repeats of the wall time from publish start to load end (a warm-up round first).
+The sender's peak extra memory is its VmHWM during the publish (reset through /proc/self/clear_refs) minus its
+RSS before; the object store's copy lives in shared memory outside it (one version: the board releases the old
+one first). Sent dtype: --dtype, float32 by default (what CPU runs send). bfloat16 adds a cast of the fp32
+master weights, which a GPU does on device and this CPU does on one thread. Prints JSON, writes results.json and
+a PNG.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import math
 import socket
 import statistics
 import sys
@@ -72,19 +75,23 @@ def sync_cfg(transport: str):
 
 @ray.remote(num_cpus=0)
 class Side:
-    """Rank 0 sends (fp32 source weights), rank 1 receives into tensors of the sent dtype."""
+    """Rank 0 sends fp32 source weights, rank 1 receives into tensors of the sent dtype. Each side's tensors are
+    views into one flat buffer, which the raw transport sends or receives as is (so it costs no extra memory)."""
 
     def __init__(self, rank: int, size: str, dtype: str, transport: str, board, host: str, port: int,
                  bucket_mb: float) -> None:
         torch.set_num_threads(1)
-        self.rank, self.dtype = rank, dtype
         shapes = param_shapes(size)
         self.plan = plan_buckets([(n, s, dtype) for n, s in shapes], int(bucket_mb * 2**20))
         self.nbytes = sum(b.nbytes for b in self.plan)
-        g = torch.Generator().manual_seed(0)
-        self.state = ({n: torch.randn(s, generator=g) for n, s in shapes} if rank == 0
-                      else {n: torch.empty(s, dtype=getattr(torch, dtype)) for n, s in shapes})
-        self.raw = torch.zeros(self.nbytes, dtype=torch.uint8)
+        kind = torch.float32 if rank == 0 else getattr(torch, dtype)
+        flat = torch.empty(sum(math.prod(s) for _, s in shapes), dtype=kind)
+        if rank == 0:
+            flat.normal_(generator=torch.Generator().manual_seed(0))
+        self.state, at = {}, 0
+        for name, shape in shapes:
+            self.state[name], at = flat[at:at + math.prod(shape)].view(shape), at + math.prod(shape)
+        self.raw = flat.view(torch.uint8)[:self.nbytes]  # the sender's fp32 buffer is larger than the bytes sent
         self.sync = make_weight_sync(sync_cfg(transport), "publisher" if rank == 0 else "subscriber", board)
         if transport == "gloo":
             self.sync.connect(host, port, rank, 2)
@@ -98,29 +105,23 @@ class Side:
                 "gather_s": handle.gather_s, "send_s": handle.send_s}
 
     def load(self, version: int) -> float:
-        t0 = time.perf_counter()
         while (handle := self.sync.latest()) is None or handle.version < version:
             time.sleep(0.001)
+        t0 = time.perf_counter()
         for name, tensor in self.sync.fetch(handle):
             self.state[name].copy_(tensor)
         return time.perf_counter() - t0
 
     def raw_put(self):
-        t0 = time.perf_counter()
-        ref = ray.put(self.raw.numpy())
-        return [ref], time.perf_counter() - t0
+        return [ray.put(self.raw.numpy())]
 
-    def raw_get(self, refs: list) -> float:
-        t0 = time.perf_counter()
+    def raw_get(self, refs: list) -> None:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", UserWarning)  # the mapped array is read-only; it is only read
             self.raw.copy_(torch.from_numpy(ray.get(refs[0])))
-        return time.perf_counter() - t0
 
-    def raw_broadcast(self) -> float:
-        t0 = time.perf_counter()
+    def raw_broadcast(self) -> None:
         self.sync.group.broadcast(self.raw)
-        return time.perf_counter() - t0
 
 
 def measure(size: str, transport: str, dtype: str, bucket_mb: float, repeats: int) -> dict:
@@ -131,29 +132,30 @@ def measure(size: str, transport: str, dtype: str, bucket_mb: float, repeats: in
     sender, receiver = [Side.remote(r, size, dtype, transport, board, "127.0.0.1", port, bucket_mb) for r in (0, 1)]
     nbytes, plan = ray.get(sender.__ray_call__.remote(lambda self: (self.nbytes, len(self.plan))))
     ray.get(receiver.__ray_call__.remote(lambda self: None))  # both built (imports, weights) before any timing
-    ours, raw, pubs = [], [], []
-    for v in range(0, repeats + 1):  # round 0 warms up (first-call costs) and is not counted
-        t0 = time.perf_counter()
-        pub, load = sender.publish.remote(v), receiver.load.remote(v)
-        pubs.append(ray.get(pub))
-        ray.get(load)
-        ours.append(time.perf_counter() - t0)
+    ours, raw, pubs, loads = [], [], [], []
+    for _ in range(repeats + 1):  # raw first, so that no published version sits in the object store beside it
         t0 = time.perf_counter()
         if transport == "object_store":
-            refs, _ = ray.get(sender.raw_put.remote())
+            refs = ray.get(sender.raw_put.remote())
             ray.get(receiver.raw_get.remote(refs))
             del refs
         else:
             ray.get([sender.raw_broadcast.remote(), receiver.raw_broadcast.remote()])
         raw.append(time.perf_counter() - t0)
-    ours, raw, pubs = ours[1:], raw[1:], pubs[1:]
+    for v in range(repeats + 1):
+        t0 = time.perf_counter()
+        pub, load = sender.publish.remote(v), receiver.load.remote(v)
+        pubs.append(ray.get(pub))
+        loads.append(ray.get(load))
+        ours.append(time.perf_counter() - t0)
+    ours, raw, pubs, loads = ours[1:], raw[1:], pubs[1:], loads[1:]  # round 0 warms up (first-call costs)
     for a in (sender, receiver, board):
         ray.kill(a)
     ours_s, raw_s = statistics.median(ours), statistics.median(raw)
     return {"size": size, "transport": transport, "dtype": dtype, "bucket_mb": bucket_mb, "buckets": plan,
             "gib": nbytes / 2**30, "ours_s": ours_s, "raw_s": raw_s, "ratio": ours_s / raw_s,
             "gather_s": statistics.median(p["gather_s"] for p in pubs),
-            "send_s": statistics.median(p["send_s"] for p in pubs),
+            "send_s": statistics.median(p["send_s"] for p in pubs), "load_s": statistics.median(loads),
             "sender_extra_gib": max(p["extra_gib"] for p in pubs),
             "memory_target_gib": (nbytes + 2 * bucket_mb * 2**20) / 2**30}
 
@@ -186,7 +188,7 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--sizes", default=",".join(SHAPES))
     ap.add_argument("--transports", default="object_store,gloo")
-    ap.add_argument("--dtype", default="bfloat16", choices=["float32", "bfloat16"])
+    ap.add_argument("--dtype", default="float32", choices=["float32", "bfloat16"], help="model.dtype sent")
     ap.add_argument("--bucket-mb", type=float, default=256.0, help="sync.bucket_mb")
     ap.add_argument("--repeats", type=int, default=3)
     ap.add_argument("--out", default="runs/bench/weight_sync")
@@ -198,7 +200,8 @@ def main() -> None:
             rows.append(measure(size, transport, args.dtype, args.bucket_mb, args.repeats))
             r = rows[-1]
             print(f"{size} {transport}: {r['gib']:.3f} GiB in {r['buckets']} buckets, ours {r['ours_s']:.3f} s, "
-                  f"raw {r['raw_s']:.3f} s ({r['ratio']:.2f}x), sender +{r['sender_extra_gib']:.2f} GiB",
+                  f"raw {r['raw_s']:.3f} s ({r['ratio']:.2f}x; gather {r['gather_s']:.3f}, send {r['send_s']:.3f}, "
+                  f"load {r['load_s']:.3f}), sender +{r['sender_extra_gib']:.2f} GiB",
                   file=sys.stderr, flush=True)
     ray.shutdown()
     out = Path(args.out)

@@ -27,6 +27,8 @@ sys.path.insert(0, str(ROOT))
 from replay_rl.config import ConfigError, RunConfig  # noqa: E402
 
 AGENT_RETRIES = 60
+# the `ray` command installed beside this interpreter (a venv's, even when not activated), else the one on PATH
+RAY = str(Path(sys.executable).with_name("ray")) if Path(sys.executable).with_name("ray").exists() else "ray"
 EXCLUDES = [".git", ".venv", "venv", "runs", "**/__pycache__", "*.egg-info"]
 
 
@@ -47,7 +49,7 @@ def build_command(args: argparse.Namespace) -> list[str]:
         raise SystemExit(f"submit: --config {args.config} must live inside the repository (it is uploaded with it)")
     entry = ["python", "-m", "replay_rl.cli", "train", "-c", str(rel)] + [a for s in args.set for a in ("-s", s)]
     env = dict(kv.split("=", 1) for kv in args.env)
-    cmd = ["ray", "job", "submit", "--address", args.address,
+    cmd = [RAY, "job", "submit", "--address", args.address,
            "--runtime-env-json", json.dumps(runtime_env(args.pip, env))]
     if args.submission_id:
         cmd += ["--submission-id", args.submission_id]
@@ -62,7 +64,7 @@ RAY_LOG_LINE = re.compile(r"^\d{4}-\d\d-\d\d[ T][\d:,.]+\s+(INFO|WARNING|DEBUG)\
 def failure_reason(args: argparse.Namespace, proc: subprocess.CompletedProcess, env: dict) -> str:
     """The job's own last line (its driver prints one line on failure), from the job's full logs: the streamed
     output can end before the job's last lines arrive on a loaded head. Ray's INFO/WARNING lines are skipped."""
-    logs = subprocess.run(["ray", "job", "logs", "--address", args.address, args.submission_id],
+    logs = subprocess.run([RAY, "job", "logs", "--address", args.address, args.submission_id],
                           capture_output=True, text=True, env=env)
     for text in (logs.stdout if logs.returncode == 0 else "", proc.stdout + proc.stderr):
         lines = [ln.strip() for ln in text.splitlines() if ln.strip() and not RAY_LOG_LINE.match(ln.strip())]

@@ -14,6 +14,8 @@ from replay_rl.metrics import read_metrics
 
 ROOT = Path(__file__).parents[1]
 pytestmark = [pytest.mark.slow, pytest.mark.ray]
+# the `ray` command of this interpreter's environment, also when that environment is not activated
+PATH = os.pathsep.join([str(Path(sys.executable).parent), os.environ.get("PATH", "")])
 
 
 def free_port() -> int:
@@ -32,9 +34,10 @@ def head():
                              f"--runtime-env-agent-port={runtime_env}", f"--ray-client-server-port={client}",
                              "--dashboard-host=127.0.0.1", "--node-ip-address=127.0.0.1", "--num-cpus=2",
                              "--include-dashboard=true", "--disable-usage-stats"],
-                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True,
+                            env={**os.environ, "PATH": PATH})
     address = f"http://127.0.0.1:{dash}"
-    env = {**os.environ, "RAY_AUTH_MODE": "token"}
+    env = {**os.environ, "RAY_AUTH_MODE": "token", "PATH": PATH}
     for _ in range(60):
         if subprocess.run(["ray", "job", "list", "--address", address], capture_output=True, env=env).returncode == 0:
             break
@@ -93,6 +96,7 @@ def test_the_readme_stock_ray_job_submit_line_works_as_written(head, warm_model,
     (workdir / "runs" / "models").mkdir(parents=True)
     (workdir / "runs" / "models" / "arith2-warm").symlink_to(Path(warm_model[0]).resolve())
     env = {k: v for k, v in os.environ.items() if k not in ("RAY_AUTH_MODE", "RAY_AUTH_TOKEN", "RAY_ADDRESS")}
+    env["PATH"] = PATH
     proc = subprocess.run(["bash", "-c", line + " -s run.steps=3 -s run.eval_every=3 -s run.eval_prompts=20"],
                           cwd=workdir, capture_output=True, text=True, timeout=900, env=env)
     assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-2000:]

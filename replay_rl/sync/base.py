@@ -10,7 +10,7 @@ from typing import Any, Callable, Iterable, Iterator, Protocol
 
 import torch
 
-from replay_rl.sync.buckets import Bucket, pack
+from replay_rl.sync.buckets import Bucket
 
 
 @dataclass(frozen=True)
@@ -33,16 +33,16 @@ class WeightSubscriber(Protocol):
     def fetch(self, handle: WeightHandle) -> Iterator[tuple[str, torch.Tensor]]: ...
 
 
-def send_buckets(plan: list[Bucket], buckets: Iterable[list[torch.Tensor]], send: Callable[[torch.Tensor], Any],
-                 device: torch.device | str = "cpu") -> tuple[list, float, float]:
-    """Pack each bucket (on `device`) and hand it to `send` as soon as its tensors arrive; returns what send
-    returned per bucket, and the seconds spent waiting for tensors (gather) and packing + sending (send)."""
+def send_buckets(plan: list[Bucket], buckets: Iterable[list[torch.Tensor]],
+                 send: Callable[[Bucket, list[torch.Tensor]], Any]) -> tuple[list, float, float]:
+    """Hand each bucket's tensors to `send` (which encodes and transmits them) as soon as they arrive; returns what
+    send returned per bucket, and the seconds spent waiting for tensors (gather) and encoding + sending (send)."""
     out, gather_s, send_s, stream = [], 0.0, 0.0, iter(buckets)
     for bucket in plan:
         t0 = time.perf_counter()
         tensors = next(stream)
         t1 = time.perf_counter()
-        out.append(send(pack(bucket, [t.to(device) for t in tensors])))
+        out.append(send(bucket, tensors))
         gather_s, send_s = gather_s + t1 - t0, send_s + time.perf_counter() - t1
     return out, gather_s, send_s
 

@@ -54,17 +54,37 @@ def plan_buckets(specs: Iterable[tuple[str, tuple[int, ...], str]], bucket_bytes
     return buckets
 
 
-def pack(bucket: Bucket, tensors: list[torch.Tensor], out: torch.Tensor | None = None) -> torch.Tensor:
-    """One flat uint8 buffer holding the bucket's tensors, cast to the plan's dtype (on the tensors' device)."""
+def checked(bucket: Bucket, tensors: list[torch.Tensor]) -> list[torch.Tensor]:
+    """The bucket's tensors after checking them against the plan, by name."""
     if len(tensors) != len(bucket.slots):
         raise ValueError(f"bucket of {len(bucket.slots)} tensors got {len(tensors)}")
-    device = tensors[0].device if tensors else "cpu"
-    flat = out if out is not None else torch.empty(bucket.nbytes, dtype=torch.uint8, device=device)
     for slot, t in zip(bucket.slots, tensors):
         if tuple(t.shape) != slot.shape:
             raise ValueError(f"weight {slot.name!r}: shape {tuple(t.shape)} does not match the plan's {slot.shape}")
-        view(flat, slot).copy_(t.detach())
+    return [t.detach() for t in tensors]
+
+
+def pack(bucket: Bucket, tensors: list[torch.Tensor]) -> torch.Tensor:
+    """One flat uint8 buffer holding the bucket's tensors, cast to the plan's dtype (on the tensors' device): one
+    message for a collective."""
+    tensors = checked(bucket, tensors)
+    flat = torch.empty(bucket.nbytes, dtype=torch.uint8, device=tensors[0].device if tensors else "cpu")
+    for slot, t in zip(bucket.slots, tensors):
+        view(flat, slot).copy_(t)
     return flat
+
+
+def as_bytes(bucket: Bucket, tensors: list[torch.Tensor]) -> list[torch.Tensor]:
+    """Each tensor in the plan's dtype as a flat uint8 view: no copy when it is already in that dtype on the CPU
+    (a store that serialises the list copies each once, so packing first would copy twice)."""
+    return [t.to("cpu", getattr(torch, s.dtype)).contiguous().reshape(-1).view(torch.uint8)
+            for s, t in zip(bucket.slots, checked(bucket, tensors))]
+
+
+def from_bytes(bucket: Bucket, parts: list[torch.Tensor]) -> Iterator[tuple[str, torch.Tensor]]:
+    """as_bytes' inverse: views, no copy."""
+    for slot, data in zip(bucket.slots, parts):
+        yield slot.name, data.view(getattr(torch, slot.dtype)).view(slot.shape)
 
 
 def view(flat: torch.Tensor, slot: TensorSlot) -> torch.Tensor:

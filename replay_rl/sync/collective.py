@@ -17,7 +17,7 @@ import torch
 import torch.distributed as dist
 
 from replay_rl.sync.base import WeightHandle, send_buckets
-from replay_rl.sync.buckets import Bucket, plan_bytes, unpack
+from replay_rl.sync.buckets import Bucket, pack, plan_bytes, unpack
 
 
 class BroadcastGroup:
@@ -33,9 +33,13 @@ class BroadcastGroup:
         self.rank = rank
 
     def broadcast(self, tensor: torch.Tensor) -> None:
+        self.start_broadcast(tensor).wait()
+
+    def start_broadcast(self, tensor: torch.Tensor):
+        """Issue the broadcast and return its work handle; every member issues its broadcasts in the same order."""
         opts = dist.BroadcastOptions()
         opts.rootRank = 0
-        self.pg.broadcast([tensor], opts).wait()
+        return self.pg.broadcast([tensor], opts)
 
 
 class _GroupMember:
@@ -56,8 +60,19 @@ class _GroupMember:
 
 class CollectivePublisher(_GroupMember):
     def publish(self, plan: list[Bucket], buckets: Iterable[list[torch.Tensor]], version: int) -> WeightHandle:
+        """Double-buffered: bucket k+1 is packed while bucket k is on the wire (at most 2 packed buckets)."""
         ray.get(self.board.set.remote(WeightHandle(version, plan_bytes(plan), plan, None)))  # announce, then send
-        _, gather_s, send_s = send_buckets(plan, buckets, self.group.broadcast, self.group.device)
+        in_flight: list = []
+
+        def send(bucket: Bucket, tensors: list[torch.Tensor]) -> None:
+            flat = pack(bucket, [t.to(self.group.device) for t in tensors])
+            if in_flight:
+                in_flight.pop()[0].wait()
+            in_flight.append((self.group.start_broadcast(flat), flat))  # the buffer lives until its send is done
+            if bucket is plan[-1]:
+                in_flight.pop()[0].wait()
+
+        _, gather_s, send_s = send_buckets(plan, buckets, send)
         return WeightHandle(version, plan_bytes(plan), plan, None, gather_s, send_s)
 
 
@@ -66,8 +81,16 @@ class CollectiveSubscriber(_GroupMember):
         return ray.get(self.board.latest.remote())
 
     def fetch(self, handle: WeightHandle) -> Iterator[tuple[str, torch.Tensor]]:
-        """Receive every bucket of the plan (the caller must consume the whole iterator: it is a collective)."""
-        for bucket in handle.plan:
+        """Receive every bucket of the plan (the caller must consume the whole iterator: it is a collective).
+        Double-buffered: bucket k+1 is received while the caller loads bucket k."""
+
+        def receive(bucket: Bucket):
             flat = torch.empty(bucket.nbytes, dtype=torch.uint8, device=self.group.device)
-            self.group.broadcast(flat)
+            return flat, self.group.start_broadcast(flat)
+
+        nxt = receive(handle.plan[0]) if handle.plan else None
+        for k, bucket in enumerate(handle.plan):
+            flat, work = nxt
+            work.wait()
+            nxt = receive(handle.plan[k + 1]) if k + 1 < len(handle.plan) else None
             yield from unpack(bucket, flat)

@@ -42,3 +42,15 @@ def test_a_tensor_of_the_wrong_shape_is_refused_by_name():
     tensors[1] = torch.zeros(8, 9)
     with pytest.raises(ValueError, match="'w1'"):
         pack(bucket, tensors)
+
+
+@pytest.mark.parametrize("dtype", ["float32", "bfloat16"])
+def test_byte_views_round_trip_and_cost_no_copy_in_the_plan_dtype(dtype):
+    from replay_rl.sync.buckets import as_bytes, from_bytes
+
+    state = {n: (torch.arange(3) if d == "int64" else torch.randn(*s)) for n, s, d in specs()}
+    (bucket,) = plan_buckets(specs(dtype), bucket_bytes=2**20)
+    parts = as_bytes(bucket, [state[n] for n in bucket.names])
+    got = dict(from_bytes(bucket, parts))
+    assert all(torch.equal(got[n], state[n].to(got[n].dtype)) for n in state)
+    assert (parts[0].data_ptr() == state["emb"].data_ptr()) == (dtype == "float32")  # fp32 → fp32: a view
