@@ -124,29 +124,38 @@ class Side:
         self.sync.group.broadcast(self.raw)
 
 
+def get(refs, timeout_s: float = 600):
+    """ray.get with a bound: a side killed for memory leaves its peer waiting in a broadcast otherwise."""
+    try:
+        return ray.get(refs, timeout=timeout_s)
+    except ray.exceptions.GetTimeoutError:
+        sys.exit(f"weight_sync: no answer in {timeout_s:g}s (a side was killed for memory? see `dmesg`); "
+                 "try a smaller --sizes or --dtype bfloat16")
+
+
 def measure(size: str, transport: str, dtype: str, bucket_mb: float, repeats: int) -> dict:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
     board = WeightBoard.remote()
     sender, receiver = [Side.remote(r, size, dtype, transport, board, "127.0.0.1", port, bucket_mb) for r in (0, 1)]
-    nbytes, plan = ray.get(sender.__ray_call__.remote(lambda self: (self.nbytes, len(self.plan))))
-    ray.get(receiver.__ray_call__.remote(lambda self: None))  # both built (imports, weights) before any timing
+    nbytes, plan = get(sender.__ray_call__.remote(lambda self: (self.nbytes, len(self.plan))))
+    get(receiver.__ray_call__.remote(lambda self: None))  # both built (imports, weights) before any timing
     ours, raw, pubs, loads = [], [], [], []
     for _ in range(repeats + 1):  # raw first, so that no published version sits in the object store beside it
         t0 = time.perf_counter()
         if transport == "object_store":
-            refs = ray.get(sender.raw_put.remote())
-            ray.get(receiver.raw_get.remote(refs))
+            refs = get(sender.raw_put.remote())
+            get(receiver.raw_get.remote(refs))
             del refs
         else:
-            ray.get([sender.raw_broadcast.remote(), receiver.raw_broadcast.remote()])
+            get([sender.raw_broadcast.remote(), receiver.raw_broadcast.remote()])
         raw.append(time.perf_counter() - t0)
     for v in range(repeats + 1):
         t0 = time.perf_counter()
         pub, load = sender.publish.remote(v), receiver.load.remote(v)
-        pubs.append(ray.get(pub))
-        loads.append(ray.get(load))
+        pubs.append(get(pub))
+        loads.append(get(load))
         ours.append(time.perf_counter() - t0)
     ours, raw, pubs, loads = ours[1:], raw[1:], pubs[1:], loads[1:]  # round 0 warms up (first-call costs)
     for a in (sender, receiver, board):
