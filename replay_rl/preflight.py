@@ -64,6 +64,13 @@ def check_fits(cfg: RunConfig, resources: dict[str, float]) -> None:
         raise ConfigError(f"cluster too small for W={c.generators}, T={c.learners}: needs {gpus:g} GPUs and {cpus:g} "
                           f"CPUs, the Ray cluster has {resources.get('GPU', 0):g} GPUs and {resources.get('CPU', 0):g}"
                           " CPUs; lower cluster.generators / cluster.learners or add nodes")
+    for field, asks, count in (("generator_resources", c.generator_resources, c.generators),
+                               ("learner_resources", c.learner_resources, c.learners)):
+        for name, amount in asks.items():
+            if amount * count > resources.get(name, 0):
+                raise ConfigError(f"cluster.{field}: {count} × {name}={amount:g} but the Ray cluster offers "
+                                  f"{resources.get(name, 0):g} {name}; start nodes with `ray start --resources="
+                                  f"'{{\"{name}\": N}}'` or change cluster.{field}")
 
 
 def local_gpus() -> int:

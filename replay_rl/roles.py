@@ -60,6 +60,20 @@ class Roles:
     def restarts(self) -> int:
         return sum(s.restarts for s in self.slots)
 
+    def placement(self) -> dict[str, dict]:
+        """Which node each actor runs on, with the custom resources that node offers (written to placement.json:
+        where cluster.generator_resources / learner_resources put the roles)."""
+        actors = {f"generator {i}": a for i, a in enumerate(self.generators)}
+        actors |= {f"learner rank {i}": r for i, r in enumerate(self.learners.ranks)}
+        actors |= {f"replay shard {i}": s for i, s in enumerate(self.replay.shards)}
+        node_ids = ray.get([a.__ray_call__.remote(lambda _: ray.get_runtime_context().get_node_id())
+                            for a in actors.values()], timeout=60)
+        offers = {n["NodeID"]: {k: v for k, v in n["Resources"].items() if not k.startswith(("node:", "CPU", "GPU",
+                                                                                          "memory", "object_store"))}
+                  for n in ray.nodes()}
+        return {name: {"node_id": node, "node_resources": offers.get(node, {})}
+                for name, node in zip(actors, node_ids)}
+
     def start_generators(self) -> None:
         for s in self.slots:
             s.run = s.actor.run.remote()
@@ -232,7 +246,8 @@ class Roles:
 
 def spawn_generator(cfg: RunConfig, i: int, model_path: str, shards: list, board, first_call: int = 0):
     c = cfg.cluster
-    return Generator.options(num_cpus=c.cpus_per_actor, num_gpus=c.gpus_per_generator).remote(
+    return Generator.options(num_cpus=c.cpus_per_actor, num_gpus=c.gpus_per_generator,
+                             resources=c.generator_resources or None).remote(
         cfg, i, model_path, shards, board, first_call=first_call)
 
 

@@ -81,6 +81,7 @@ def train(cfg: RunConfig, progress=None) -> dict:
     try:
         model_path = str(ensure_model(cfg).resolve())  # inside: a Ctrl-C in the warm start still stops Ray
         roles = build(cfg, model_path)
+        (out / "placement.json").write_text(json.dumps(roles.placement(), indent=1))
         start = roles.resume(resume, ledger) if resume else 0
         sink = MetricsSink(out, keep_through_step=start if resume else -1)  # a fresh run starts a fresh file
         t0 = time.perf_counter() - ledger.wall_s

@@ -1,5 +1,7 @@
-"""`ray job submit` for real: a local head on loopback (token auth on, as Ray 2.60 defaults), the tiny config."""
+"""`ray job submit` for real: a head and two worker nodes on loopback (token auth on, as Ray 2.60 defaults), the
+tiny config, and placement by the nodes' custom resources."""
 
+import json
 import os
 import signal
 import socket
@@ -24,18 +26,27 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
-@pytest.fixture(scope="module")
-def head():
-    gcs, dash, agent, agent_grpc, runtime_env, client = (free_port() for _ in range(6))
-    # --block keeps the head's processes children of this one, so stopping it stops only this cluster; every port
-    # is chosen here so the head never collides with the test session's own local cluster (default agent ports)
-    proc = subprocess.Popen(["ray", "start", "--head", "--block", f"--port={gcs}", f"--dashboard-port={dash}",
-                             f"--dashboard-agent-listen-port={agent}", f"--dashboard-agent-grpc-port={agent_grpc}",
-                             f"--runtime-env-agent-port={runtime_env}", f"--ray-client-server-port={client}",
-                             "--dashboard-host=127.0.0.1", "--node-ip-address=127.0.0.1", "--num-cpus=2",
-                             "--include-dashboard=true", "--disable-usage-stats"],
+def start_node(*args: str) -> subprocess.Popen:
+    """One `ray start --block` on loopback, every port its own (several nodes share this box), in its own process
+    group: stopping it stops only that node."""
+    agent, agent_grpc, runtime_env, metrics = (free_port() for _ in range(4))
+    return subprocess.Popen(["ray", "start", "--block", f"--dashboard-agent-listen-port={agent}",
+                             f"--dashboard-agent-grpc-port={agent_grpc}", f"--runtime-env-agent-port={runtime_env}",
+                             f"--metrics-export-port={metrics}", "--node-ip-address=127.0.0.1",
+                             "--disable-usage-stats", *args],
                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True,
                             env={**os.environ, "PATH": PATH})
+
+
+@pytest.fixture(scope="module")
+def head():
+    """A simulated 3-node cluster: the head offers generator_node, two workers offer one learner_node each, so a
+    run placed by those resources has its learner ranks on two nodes and its generators on a third."""
+    gcs, dash, client = (free_port() for _ in range(3))
+    # every port is chosen here so the nodes never collide with each other or with the test session's own cluster
+    nodes = [start_node("--head", f"--port={gcs}", f"--dashboard-port={dash}", f"--ray-client-server-port={client}",
+                        "--dashboard-host=127.0.0.1", "--num-cpus=2", "--include-dashboard=true",
+                        '--resources={"generator_node": 2}')]
     address = f"http://127.0.0.1:{dash}"
     env = {**os.environ, "RAY_AUTH_MODE": "token", "PATH": PATH}
     for _ in range(60):
@@ -43,11 +54,22 @@ def head():
             break
         time.sleep(1)
     else:
-        proc.kill()
+        nodes[0].kill()
         pytest.fail("local Ray head did not come up")
+    nodes += [start_node(f"--address=127.0.0.1:{gcs}", "--num-cpus=1", '--resources={"learner_node": 1}')
+              for _ in range(2)]
+    for _ in range(60):
+        status = subprocess.run(["ray", "status", f"--address=127.0.0.1:{gcs}"], capture_output=True, text=True,
+                                env=env).stdout
+        if status.count(" node_") >= 3:
+            break
+        time.sleep(1)
+    else:
+        pytest.fail(f"the two worker nodes did not join the head: {status[-500:]}")
     yield address
-    os.killpg(proc.pid, signal.SIGTERM)
-    proc.wait(timeout=60)
+    for node in reversed(nodes):  # workers first, then the head
+        os.killpg(node.pid, signal.SIGTERM)
+        node.wait(timeout=60)
 
 
 def submit(address, *args):
@@ -73,7 +95,7 @@ def test_bad_submissions_fail_with_one_clear_line(head, warm_model, tmp_path):
                      f"run.output_dir={tmp_path / 'big'}", "-s", "cluster.generators=10", "-s", "cluster.cpus_per_actor=0.5")
     assert too_big.returncode == 1
     assert too_big.stderr.strip() == ("submit: job failed: cluster too small for W=10, T=2: needs 0 GPUs "
-                                      "and 6.5 CPUs, the Ray cluster has 0 GPUs and 2 CPUs; lower cluster.generators / "
+                                      "and 6.5 CPUs, the Ray cluster has 0 GPUs and 4 CPUs; lower cluster.generators / "
                                       "cluster.learners or add nodes")
 
 
@@ -97,9 +119,20 @@ def test_the_readme_stock_ray_job_submit_line_works_as_written(head, warm_model,
     (workdir / "runs" / "models" / "arith2-warm").symlink_to(Path(warm_model[0]).resolve())
     env = {k: v for k, v in os.environ.items() if k not in ("RAY_AUTH_MODE", "RAY_AUTH_TOKEN", "RAY_ADDRESS")}
     env["PATH"] = PATH
-    proc = subprocess.run(["bash", "-c", line + " -s run.steps=3 -s run.eval_every=3 -s run.eval_prompts=20"],
+    # placed as a GPU cluster keeps inference and training apart: by the nodes' custom resources
+    placed = " -s 'cluster.generator_resources={generator_node: 1}' -s 'cluster.learner_resources={learner_node: 1}'"
+    proc = subprocess.run(["bash", "-c", line + " -s run.steps=3 -s run.eval_every=3 -s run.eval_prompts=20" + placed],
                           cwd=workdir, capture_output=True, text=True, timeout=900, env=env)
     assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-2000:]
     out = workdir / "runs" / "stock"
-    assert [r["step"] for r in read_metrics(out / "metrics.jsonl", "train")] == [1, 2, 3]
+    rows = read_metrics(out / "metrics.jsonl", "train")
+    assert [r["step"] for r in rows] == [1, 2, 3]
     assert (out / "final_model" / "config.json").is_file()
+    where = json.loads((out / "placement.json").read_text())
+    generators = [v for k, v in where.items() if k.startswith("generator")]
+    ranks = [v for k, v in where.items() if k.startswith("learner rank")]
+    assert len(generators) == 2 and all("generator_node" in g["node_resources"] for g in generators), where
+    assert len(ranks) == 2 and all("learner_node" in r["node_resources"] for r in ranks), where
+    # the learner group's rendezvous spans two nodes, and weights crossed from them to the generators' node
+    assert len({r["node_id"] for r in ranks}) == 2 and not {r["node_id"] for r in ranks} & {g["node_id"] for g in generators}
+    assert rows[-1]["generator_version_min"] >= 1, rows[-1]

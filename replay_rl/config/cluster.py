@@ -47,6 +47,13 @@ class ClusterConfig(_Section):
     """CPUs each actor reserves in Ray's accounting; small values let a 2-core box host every role."""
     total_gpus: int | None = Field(None, ge=0)
     """GPUs the cluster offers; when set, the W/T split must fit in it."""
+    generator_resources: dict[str, float] = {}
+    """Custom Ray resources each generator asks for, e.g. {generator_node: 1}: with nodes started as
+    `ray start --resources='{"generator_node": 8}'`, generators run only there (inference nodes apart from
+    training nodes). Empty: anywhere."""
+    learner_resources: dict[str, float] = {}
+    """Custom Ray resources each learner rank asks for, e.g. {learner_node: 1}; the same idea for training nodes.
+    Replay shards and the evaluator are not constrained. Empty: anywhere."""
     emulate: EmulatedClusterConfig | None = EmulatedClusterConfig(mu=5.28, generators=5, learners=3)
     """Pace and account this run as the paper's cost model of a W/T GPU cluster (see EmulatedClusterConfig).
     None: generators run free and compute is whatever the hardware spends."""

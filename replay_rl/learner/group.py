@@ -14,12 +14,13 @@ from replay_rl.learner.worker import LearnerRank
 class LearnerGroup:
     def __init__(self, cfg: RunConfig, model_path: str, shards: list, board, eval_board) -> None:
         c = cfg.cluster
-        bundle = {"CPU": c.cpus_per_actor} | ({"GPU": c.gpus_per_learner} if c.gpus_per_learner else {})
+        bundle = ({"CPU": c.cpus_per_actor} | ({"GPU": c.gpus_per_learner} if c.gpus_per_learner else {})
+                  | c.learner_resources)
         self.pg = placement_group([bundle] * c.learners, strategy="PACK")
         ray.get(self.pg.ready(), timeout=600)
         self.ranks = [
             LearnerRank.options(num_cpus=c.cpus_per_actor, num_gpus=c.gpus_per_learner,
-                                scheduling_strategy=PlacementGroupSchedulingStrategy(self.pg, i)).remote(
+                                resources=c.learner_resources or None, scheduling_strategy=PlacementGroupSchedulingStrategy(self.pg, i)).remote(
                 cfg, i, model_path, shards[i], board, eval_board)
             for i in range(c.learners)]
         addr, port = ray.get(self.ranks[0].address.remote())
