@@ -35,7 +35,13 @@ def start_node(*args: str) -> subprocess.Popen:
                              f"--metrics-export-port={metrics}", "--node-ip-address=127.0.0.1",
                              "--disable-usage-stats", *args],
                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True,
-                            env={**os.environ, "PATH": PATH})
+                            env={**os.environ, "PATH": PATH, "RAY_AUTH_MODE": "token"})  # workers need the token
+
+
+def stop_nodes(nodes: list[subprocess.Popen]) -> None:
+    for node in reversed(nodes):  # workers first, then the head
+        os.killpg(node.pid, signal.SIGTERM)
+        node.wait(timeout=60)
 
 
 @pytest.fixture(scope="module")
@@ -54,22 +60,21 @@ def head():
             break
         time.sleep(1)
     else:
-        nodes[0].kill()
+        stop_nodes(nodes)
         pytest.fail("local Ray head did not come up")
-    nodes += [start_node(f"--address=127.0.0.1:{gcs}", "--num-cpus=1", '--resources={"learner_node": 1}')
-              for _ in range(2)]
-    for _ in range(60):
-        status = subprocess.run(["ray", "status", f"--address=127.0.0.1:{gcs}"], capture_output=True, text=True,
-                                env=env).stdout
-        if status.count(" node_") >= 3:
-            break
-        time.sleep(1)
-    else:
-        pytest.fail(f"the two worker nodes did not join the head: {status[-500:]}")
+    for joined in (2, 3):  # one at a time: two nodes registering at once timed out here
+        nodes.append(start_node(f"--address=127.0.0.1:{gcs}", "--num-cpus=1", '--resources={"learner_node": 1}'))
+        for _ in range(90):
+            status = subprocess.run(["ray", "status", f"--address=127.0.0.1:{gcs}"], capture_output=True, text=True,
+                                    env=env).stdout
+            if status.count(" node_") >= joined:
+                break
+            time.sleep(1)
+        else:
+            stop_nodes(nodes)
+            pytest.fail(f"worker node {joined - 1} did not join the head: {status[-500:]}")
     yield address
-    for node in reversed(nodes):  # workers first, then the head
-        os.killpg(node.pid, signal.SIGTERM)
-        node.wait(timeout=60)
+    stop_nodes(nodes)
 
 
 def submit(address, *args):
