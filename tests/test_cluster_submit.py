@@ -39,9 +39,11 @@ def start_node(*args: str) -> subprocess.Popen:
 
 
 def stop_nodes(nodes: list[subprocess.Popen]) -> None:
-    for node in reversed(nodes):  # workers first, then the head
-        os.killpg(node.pid, signal.SIGTERM)
-        node.wait(timeout=60)
+    for group in (nodes[1:], nodes[:1]):  # the workers together, then the head
+        for node in group:
+            os.killpg(node.pid, signal.SIGTERM)
+        for node in group:
+            node.wait(timeout=60)
 
 
 @pytest.fixture(scope="module")
