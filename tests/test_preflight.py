@@ -87,3 +87,16 @@ def test_resumed_metrics_drop_rows_after_the_checkpoint(tmp_path):
     assert [(r["step"], r["kind"]) for r in rows] == [(1, "train"), (2, "train"), (2, "eval"), (3, "train"),
                                                       (4, "train"), (4, "eval"), (5, "train")]
     assert rows[-1]["loss"] == 50.0
+
+
+def test_custom_resources_the_cluster_lacks_fail_in_one_line_naming_the_field():
+    from replay_rl.config import ConfigError, RunConfig
+    from replay_rl.preflight import check_fits
+
+    cfg = RunConfig.load(None, ["cluster.generator_resources={generator_node: 1}",
+                                "cluster.learner_resources={learner_node: 0.5}"])
+    check_fits(cfg, {"CPU": 4, "generator_node": 2, "learner_node": 1})     # W=2 × 1 and T=2 × 0.5 fit exactly
+    with pytest.raises(ConfigError) as err:
+        check_fits(cfg, {"CPU": 4, "generator_node": 2, "learner_node": 0.5})
+    assert str(err.value).startswith("cluster.learner_resources: 2 × learner_node=0.5 but the Ray cluster offers 0.5")
+    assert "\n" not in str(err.value)
