@@ -10,7 +10,7 @@ from typing import Any, Callable, Iterable, Iterator, Protocol
 
 import torch
 
-from replay_rl.sync.buckets import Bucket
+from replay_rl.sync.buckets import Bucket, plan_buckets
 
 
 @dataclass(frozen=True)
@@ -45,6 +45,14 @@ def send_buckets(plan: list[Bucket], buckets: Iterable[list[torch.Tensor]],
         out.append(send(bucket, tensors))
         gather_s, send_s = gather_s + t1 - t0, send_s + time.perf_counter() - t1
     return out, gather_s, send_s
+
+
+def publish_state(publisher: WeightPublisher, state: dict[str, torch.Tensor], version: int,
+                  bucket_bytes: int = 256 * 2**20) -> WeightHandle:
+    """Publish a whole state dict that is already in memory (each tensor travels in its own dtype)."""
+    plan = plan_buckets([(n, tuple(t.shape), str(t.dtype).removeprefix("torch.")) for n, t in state.items()],
+                        bucket_bytes)
+    return publisher.publish(plan, ([state[n] for n in b.names] for b in plan), version)
 
 
 def load_if_newer(subscriber: WeightSubscriber, backend) -> WeightHandle | None:

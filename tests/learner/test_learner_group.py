@@ -83,11 +83,12 @@ def test_agreement_check_fires_when_the_generator_samples_other_weights(system, 
     """Weights loaded into the generator but not the learner: the fresh rollouts' log-probs are the other model's,
     so the first step's agreement check reports a large gap and the start-up verdict stops the run."""
     from replay_rl.learner.agreement import agreement_problem
+    from replay_rl.sync.base import publish_state
     from replay_rl.sync.object_store import ObjectStorePublisher
 
     cfg, shards, board, group, gen = system
     other = HFBackend(str(init_model))
-    ObjectStorePublisher(board).publish(other.model.state_dict().items(), version=8)
+    publish_state(ObjectStorePublisher(board), other.model.state_dict(), version=8)
     assert ray.get(gen.refresh_weights.remote()) == 8
     ray.get([gen.generate_once.remote() for _ in range(2)])  # 128 rollouts fill both shards (capacity 64)
     m = group.step(consumer_version=8)                        # the learner is "at" version 8 but has its own weights
