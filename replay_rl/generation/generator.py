@@ -48,15 +48,19 @@ class GeneratorImpl:
         self.task = make_task(cfg.task, cfg.run.seed)
         self.client = ReplayClient(shards)
         self.weights = make_weight_sync(cfg.sync, "subscriber", board)
-        # a replacement draws other prompts than the generator it replaces did from its start
-        self.rng = np.random.default_rng([cfg.run.seed, generator_id, *([first_call] if first_call else [])])
         self.params = sampling_params(cfg.generation)
         self.pace = pace_for(cfg)  # None: generate as fast as the hardware allows
         self._stop = False
         self._groups = self._rollouts = self._loads = 0
-        self._calls = first_call
+        self.start_at(first_call)
         self._busy = self._load_s = 0.0
         self._t0 = self._last_poll = time.perf_counter()
+
+    def start_at(self, calls: int) -> None:
+        """Take this generator's turn in the pace after `calls` calls (a replacement, or a resumed run), instead
+        of starting from 0 and generating again what the schedule already had. Another start draws other prompts."""
+        self._calls = calls
+        self.rng = np.random.default_rng([self.cfg.run.seed, self.id, *([calls] if calls else [])])
 
     def join_weight_group(self, host: str, port: int, rank: int, world_size: int) -> None:
         """Form the broadcast group with learner rank 0 and the other generators (sync.type=nccl)."""
