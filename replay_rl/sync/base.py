@@ -44,6 +44,7 @@ def send_buckets(plan: list[Bucket], buckets: Iterable[list[torch.Tensor]],
         t1 = time.perf_counter()
         out.append(send(bucket, tensors))
         gather_s, send_s = gather_s + t1 - t0, send_s + time.perf_counter() - t1
+    next(stream, None)  # run the stream to its end: a ZeRO-3 gather of the last bucket is released there, not later
     return out, gather_s, send_s
 
 
