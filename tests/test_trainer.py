@@ -62,6 +62,27 @@ def raylets() -> set[int]:
     return {int(p) for p in out.split()}
 
 
+def descendants(root: int) -> set[int]:
+    """Every process under `root`, from /proc's parent links."""
+    parent = {}
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            fields = stat.read_text().rsplit(")", 1)[1].split()
+        except OSError:  # gone meanwhile
+            continue
+        parent[int(stat.parent.name)] = int(fields[1])
+    found, frontier = set(), {root}
+    while frontier:
+        frontier = {pid for pid, ppid in parent.items() if ppid in frontier} - found
+        found |= frontier
+    return found
+
+
+def own_ray(proc: subprocess.Popen) -> set[int]:
+    """The Ray processes this run's driver started (not another cluster's: a loaded CI box may run others)."""
+    return raylets() & descendants(proc.pid)
+
+
 def start_cli_run(path, out) -> subprocess.Popen:
     """A long CLI run, returned once training is under way."""
     proc = subprocess.Popen([sys.executable, "-m", "replay_rl.cli", "train", "-s", f"model.path={path}",
@@ -79,8 +100,9 @@ def start_cli_run(path, out) -> subprocess.Popen:
 @pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM], ids=["ctrl-c", "sigterm"])
 def test_a_signal_stops_the_run_and_its_ray_cluster(warm_model, tmp_path, sig):
     path, _ = warm_model
-    before = raylets()
     proc = start_cli_run(path, tmp_path / "intr")
+    own = own_ray(proc)
+    assert own  # the run started its own cluster
     t0 = time.monotonic()
     proc.send_signal(sig)
     _, err = proc.communicate(timeout=300)  # idle: a few seconds; a loaded CI box was seen past 120 s
@@ -89,24 +111,24 @@ def test_a_signal_stops_the_run_and_its_ray_cluster(warm_model, tmp_path, sig):
     assert "\nstopped: " in "\n" + err and "SIGTERM received" not in err and "Traceback" not in err
     print(f"{sig.name} → exit in {time.monotonic() - t0:.1f}s")
     for _ in range(30):  # the run's own local cluster is gone (by its finally, or by the orphan guard)
-        if raylets() <= before:
+        if not own & raylets():
             break
         time.sleep(1)
-    assert raylets() <= before
+    assert not own & raylets()
 
 
 def test_a_driver_killed_with_sigkill_leaves_no_ray_behind(warm_model, tmp_path):
     path, _ = warm_model
-    before = raylets()
     proc = start_cli_run(path, tmp_path / "kill9")
-    assert raylets() - before  # the run started its own cluster
+    own = own_ray(proc)
+    assert own  # the run started its own cluster
     proc.kill()
     proc.communicate(timeout=60)
     for _ in range(30):  # the orphan guard polls every second
-        if raylets() <= before:
+        if not own & raylets():
             break
         time.sleep(1)
-    assert raylets() <= before
+    assert not own & raylets()
 
 
 def test_cli_rejects_bad_config_in_one_line(tmp_path):
