@@ -68,6 +68,11 @@ class VLLMBackend:
         if on_step is None:
             groups = from_vllm_output(self._llm.generate(requests, sampling, use_tqdm=False), self.version)
         else:
+            from vllm.sampling_params import RequestOutputKind
+
+            # as LLM.generate does: one output per request once all its n completions are done (the default,
+            # cumulative kind reports a request of n > 1 per completion, and a group came back with 1 of n)
+            sampling.output_kind = RequestOutputKind.FINAL_ONLY
             engine = self._llm.llm_engine
             ids = [str(self._requests + i) for i in range(len(requests))]
             self._requests += len(requests)
