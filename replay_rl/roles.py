@@ -16,7 +16,7 @@ from replay_rl.accounting import ComputeLedger
 from replay_rl.checkpoints import STATE_FILE, checkpoint_dir, commit, staging_dir
 from replay_rl.config import RunConfig
 from replay_rl.evaluator import Evaluator
-from replay_rl.generation.generator import Generator
+from replay_rl.generation.generator import Generator, calls_dealt
 from replay_rl.learner.agreement import agreement_problem
 from replay_rl.learner.group import LearnerGroup
 from replay_rl.replay.client import ReplayClient, create_shards
@@ -153,8 +153,8 @@ class Roles:
         if self.cfg.sync.type == "nccl":
             raise RunFailed(f"generator {i} died; a generator cannot rejoin a sync.type=nccl broadcast group yet, "
                             "use sync.type=object_store to survive generator deaths")
-        s, g = self.slots[i], self.cfg.generation
-        calls = (s.stats.rollouts if s.stats else 0) // (g.prompts_per_call * g.group_size)
+        s = self.slots[i]
+        calls = (s.stats.rollouts if s.stats else 0) // self.cfg.generation.rollouts_per_call
         s.actor = spawn_generator(self.cfg, i, self.model_path, self.replay.shards, self.board, first_call=calls)
         s.run, s.pending, s.stats = s.actor.run.remote(), None, None
         s.restarts += 1
@@ -230,9 +230,8 @@ class Roles:
         ledger.load_state(state["ledger"])
         # generators resume their turns in the pace: from call 0 they would make again, at once, every rollout
         # the schedule allowed up to this step (seen: K_inf 192 against 96 for the same run uninterrupted)
-        g, w = self.cfg.generation, len(self.slots)
-        calls = ledger.k_inf // (g.prompts_per_call * g.group_size)  # all generators' calls, dealt round-robin
-        ray.get([s.actor.start_at.remote(max(0, -(-(calls - i) // w))) for i, s in enumerate(self.slots)])
+        calls = ledger.k_inf // self.cfg.generation.rollouts_per_call  # all generators' calls together
+        ray.get([s.actor.start_at.remote(calls_dealt(i, calls, len(self.slots))) for i, s in enumerate(self.slots)])
         self.learners.publish(version=step)
         return step
 

@@ -40,5 +40,10 @@ class GenerationConfig(_Section):
     applies the same nucleus to π_θ; below 1 cuts the long tail at the cost of some exploration."""
     max_new_tokens: int = Field(8, ge=1)
     """Completion length cap in tokens; a completion cut off gets the reward of what it wrote."""
+
+    @property
+    def rollouts_per_call(self) -> int:
+        """Rollouts one backend call yields: prompts_per_call groups of G."""
+        return self.prompts_per_call * self.group_size
     eval_temperature: float = Field(1.0, gt=0)
     """Sampling temperature for pass@k (k>1). pass@1 is greedy."""

@@ -35,6 +35,12 @@ class GeneratorStats:
     weight_load_s: float  # seconds spent fetching + loading weights
 
 
+def calls_dealt(generator_id: int, all_calls: int, generators: int) -> int:
+    """How many of the first `all_calls` calls fall to this generator: calls are dealt round-robin, call n to
+    generator n mod W (wait_for_budget's numbering)."""
+    return max(0, -(-(all_calls - generator_id) // generators))
+
+
 class GeneratorImpl:
     def __init__(self, cfg: RunConfig, generator_id: int, model_path: str, shards: list, board,
                  first_call: int = 0) -> None:
@@ -85,8 +91,7 @@ class GeneratorImpl:
         so rollouts are generated just before they are owed, from the newest weights. False once stopped."""
         # calls are dealt round-robin: this generator's next call is call number calls·W + id of all generators',
         # and may start while its first rollout is within the budget (so the W of them overshoot by < one call)
-        g = self.cfg.generation
-        first = (self._calls * self.cfg.cluster.generators + self.id) * g.prompts_per_call * g.group_size
+        first = (self._calls * self.cfg.cluster.generators + self.id) * self.cfg.generation.rollouts_per_call
         while self.pace is not None and not self._stop and first >= self.pace.budget(self.backend.version):
             time.sleep(0.005)
             self.refresh_weights()

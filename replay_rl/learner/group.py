@@ -20,7 +20,8 @@ class LearnerGroup:
         ray.get(self.pg.ready(), timeout=600)
         self.ranks = [
             LearnerRank.options(num_cpus=c.cpus_per_actor, num_gpus=c.gpus_per_learner,
-                                resources=c.learner_resources or None, scheduling_strategy=PlacementGroupSchedulingStrategy(self.pg, i)).remote(
+                                resources=c.learner_resources or None,  # drawn from the bundle, as CPUs are
+                                scheduling_strategy=PlacementGroupSchedulingStrategy(self.pg, i)).remote(
                 cfg, i, model_path, shards[i], board, eval_board)
             for i in range(c.learners)]
         addr, port = ray.get(self.ranks[0].address.remote())

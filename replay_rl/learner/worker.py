@@ -7,6 +7,7 @@ launcher is needed. Only this module imports DeepSpeed.
 from __future__ import annotations
 
 import contextlib
+import functools
 import os
 import socket
 import time
@@ -152,9 +153,10 @@ class LearnerRankImpl:
         """Rank 0 only: become rank 0 of the broadcast group to the generators (sync.type=nccl)."""
         self.publisher.connect(host, port, 0, world_size)
 
+    @functools.cached_property
     def weight_plan(self) -> list[Bucket]:
         """The buckets the weights travel in: every parameter, in the generators' dtype (model.dtype), from full
-        shapes that ZeRO-3 knows without gathering."""
+        shapes that ZeRO-3 knows without gathering. Names and shapes never change, so it is planned once."""
         dtype = self.cfg.model.dtype
         specs = [(n, tuple(getattr(p, "ds_shape", p.shape)), dtype if p.is_floating_point() else
                   str(p.dtype).removeprefix("torch.")) for n, p in self.engine.module.named_parameters()]
@@ -178,12 +180,12 @@ class LearnerRankImpl:
         rank joins each bucket's gather, otherwise the other ranks do nothing. Rank 0 returns version, bytes and
         seconds: the whole publish, and its gather and send phases."""
         t0 = time.perf_counter()
-        plan = self.weight_plan()
         if self.rank != 0:
             if self.cfg.learner.zero_stage == 3:
-                for _ in self.bucket_tensors(plan):
+                for _ in self.bucket_tensors(self.weight_plan):
                     pass
             return None
+        plan = self.weight_plan
         handle = (self.eval_publisher if for_eval else self.publisher).publish(plan, self.bucket_tensors(plan), version)
         return {"version": handle.version, "publish_bytes": handle.nbytes, "publish_s": time.perf_counter() - t0,
                 "publish_gather_s": handle.gather_s, "publish_send_s": handle.send_s}

@@ -44,7 +44,7 @@ def shard_setting(cfg, tolerance: float | None = None) -> LimitSetting:
     """What one shard's rate limiter sees under a RunConfig: its learner rank's sample size, and the insert chunks
     the client's round-robin routing makes of one generator call."""
     r, g, t = cfg.replay.rate_limit, cfg.generation, cfg.cluster.learners
-    per_call = g.prompts_per_call * g.group_size
+    per_call = g.rollouts_per_call
     sizes = tuple(sorted({k for k in (per_call // t, -(-per_call // t)) if k > 0}))
     return LimitSetting(r.samples_per_insert, tolerance or r.tolerance or 0.0, r.min_size_to_sample,
                         cfg.rank_batch_size, sizes, cfg.shard_capacity, cfg.consumes_once)
