@@ -27,7 +27,13 @@ PROBE_S = 5.0  # how long a health probe waits for an actor's answer
 
 
 class RunFailed(RuntimeError):
-    """The run cannot go on; the message is one line naming the role and the cause."""
+    """The run cannot go on; the message is one line naming the role and the cause. `death` names an actor that
+    died (a learner rank, a shard past its restarts, a generator in a broadcast group): restarting every role from
+    the newest checkpoint recovers that (run.max_restarts). Other causes (a stall, a failing reward) would recur."""
+
+    def __init__(self, message: str, death: str | None = None) -> None:
+        super().__init__(message)
+        self.death = death
 
 
 @dataclass
@@ -51,6 +57,7 @@ class Roles:
     evaluator: object
     model_path: str
     pending_eval: tuple | None = None  # (step, ledger row at that step, the evaluator's result ref)
+    run_restarts: int = 0  # how often every role was restarted from a checkpoint before these were built
 
     @property
     def generators(self) -> list:
@@ -88,7 +95,7 @@ class Roles:
                 try:
                     metrics = self.learners.gather_step(pending)
                 except Exception:  # noqa: BLE001 - named below: the dead rank, else the first error
-                    raise RunFailed(self._dead_rank(pending)) from None
+                    raise self._step_failure(pending) from None
                 if consumer_version == 0:  # every rollout is fresh: the start-up agreement check
                     self._check_agreement(metrics)
                 return metrics
@@ -110,14 +117,18 @@ class Roles:
         try:
             ray.get(ready)
         except Exception:  # noqa: BLE001 - a survivor's error is a symptom; name the dead rank if there is one
-            raise RunFailed(self._dead_rank(pending)) from None
+            raise self._step_failure(pending) from None
 
-    def _dead_rank(self, pending: list) -> str:
+    def _step_failure(self, pending: list) -> RunFailed:
         """Name the member that died, not the survivors' symptom (a closed gloo connection, a failed sample)."""
-        return self.dead_member() or "a learner step failed: " + first_error(pending)
+        return self.dead_member() or RunFailed("a learner step failed: " + first_error(pending))
 
-    def dead_member(self) -> str | None:
-        """One line naming the first learner rank or replay shard that no longer answers, or None."""
+    def died(self, death: str) -> RunFailed:
+        return RunFailed(f"{death}; resume with run.resume_from=auto (newest checkpoint in {self.cfg.run.output_dir})",
+                         death)
+
+    def dead_member(self) -> RunFailed | None:
+        """The failure of the first learner rank or replay shard that no longer answers, or None."""
         # shards first: a rank whose shard died fails, and its peer then waits in the allreduce
         members = [(f"replay shard {i}", s.stats) for i, s in enumerate(self.replay.shards)]
         members += [(f"learner rank {i}", r.address) for i, r in enumerate(self.learners.ranks)]
@@ -127,9 +138,19 @@ class Roles:
             except GetTimeoutError:
                 continue  # busy (a rank waiting in the allreduce for a failed peer), not dead
             except RayActorError:
-                return (f"{name} died; resume with run.resume_from=auto (newest checkpoint in "
-                        f"{self.cfg.run.output_dir})")
+                return self.died(f"{name} died")
         return None
+
+    def publish(self, version: int) -> dict[str, float]:
+        """learners.publish, its failure named: under sync.type=nccl a generator that dies mid-broadcast fails rank
+        0's send with a closed connection, and the line names that generator, not the symptom."""
+        try:
+            return self.learners.publish(version=version)
+        except Exception as e:  # noqa: BLE001 - named below
+            gone = [i for i, s in enumerate(self.slots) if probe(s.actor.pid.remote()) == "dead"]
+            if gone:
+                raise self.died(f"generator {gone[0]} died during the weight publish of version {version}") from None
+            raise self.dead_member() or RunFailed(f"weight publish of version {version} failed: {one_line(e)}") from None
 
     def check_generators(self) -> None:
         """Replace a generator whose actor died (it reloads the newest weights); re-raise one that failed."""
@@ -146,13 +167,13 @@ class Roles:
                 self.replace_generator(i)
                 continue
             except Exception as e:  # noqa: BLE001 - an insert into a dead shard lands here first
-                raise RunFailed(self.dead_member() or f"generator {i} failed: {one_line(e)}") from None
+                raise self.dead_member() or RunFailed(f"generator {i} failed: {one_line(e)}") from None
             raise RunFailed(f"generator {i} stopped on its own; see its log")
 
     def replace_generator(self, i: int) -> None:
-        if self.cfg.sync.type == "nccl":
-            raise RunFailed(f"generator {i} died; a generator cannot rejoin a sync.type=nccl broadcast group yet, "
-                            "use sync.type=object_store to survive generator deaths")
+        if self.cfg.sync.type == "nccl":  # the group's communicators are broken: every member must form it anew
+            raise self.died(f"generator {i} died in the sync.type=nccl broadcast group, which re-forms when every "
+                            "role restarts from the newest checkpoint (run.max_restarts)")
         s = self.slots[i]
         calls = (s.stats.rollouts if s.stats else 0) // self.cfg.generation.rollouts_per_call
         s.actor = spawn_generator(self.cfg, i, self.model_path, self.replay.shards, self.board, first_call=calls)
@@ -204,7 +225,7 @@ class Roles:
                sync: dict[str, float] | None, wall_s: float) -> None:
         """Hand the ledger this step's counters, from the roles that own them."""
         gens = self.generator_stats()
-        extra = {"generator_restarts": self.restarts}
+        extra = {"generator_restarts": self.restarts, "run_restarts": self.run_restarts}
         if gens:
             extra["generator_version_min"] = min(g.version for g in gens)  # how far behind the slowest is
         ledger.observe(inserts=replay.inserts, lost=replay.rollouts_lost, consumed=self.cfg.learner.batch_size,
@@ -232,7 +253,8 @@ class Roles:
         # the schedule allowed up to this step (seen: K_inf 192 against 96 for the same run uninterrupted)
         calls = ledger.k_inf // self.cfg.generation.rollouts_per_call  # all generators' calls together
         ray.get([s.actor.start_at.remote(calls_dealt(i, calls, len(self.slots))) for i, s in enumerate(self.slots)])
-        self.learners.publish(version=step)
+        # the resumed weights reach every generator before it generates (a broadcast group receives them together)
+        self.learners.publish(version=step, receivers=tuple(s.actor.await_version.remote(step) for s in self.slots))
         return step
 
     def shutdown(self) -> None:
@@ -255,7 +277,7 @@ def spawn_generator(cfg: RunConfig, i: int, model_path: str, shards: list, board
         cfg, i, model_path, shards, board, first_call=first_call)
 
 
-def build(cfg: RunConfig, model_path: str) -> Roles:
+def build(cfg: RunConfig, model_path: str, run_restarts: int = 0) -> Roles:
     c = cfg.cluster
     shards = create_shards(cfg)
     board, eval_board = WeightBoard.remote(), WeightBoard.remote()
@@ -268,7 +290,7 @@ def build(cfg: RunConfig, model_path: str) -> Roles:
                  *[g.join_weight_group.remote(host, port, i + 1, world) for i, g in enumerate(generators)]])
     evaluator = Evaluator.options(num_cpus=0).remote(cfg, model_path, eval_board)
     return Roles(cfg, ReplayClient(shards), board, eval_board, learners, [GeneratorSlot(g) for g in generators],
-                 evaluator, model_path)
+                 evaluator, model_path, run_restarts=run_restarts)
 
 
 def probe(ref) -> object:

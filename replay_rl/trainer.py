@@ -19,13 +19,13 @@ from pathlib import Path
 import ray
 
 from replay_rl.accounting import ComputeLedger
-from replay_rl.checkpoints import checkpoint_dir, is_checkpoint, link_final_model, resolve_resume
+from replay_rl.checkpoints import checkpoint_dir, is_checkpoint, latest_checkpoint, link_final_model, resolve_resume
 from replay_rl.config import RunConfig
 from replay_rl.metrics import MetricsSink
 from replay_rl.orphan_guard import start_guard
 from replay_rl.preflight import check_fits, preflight
 from replay_rl.report import write_report
-from replay_rl.roles import build
+from replay_rl.roles import RunFailed, build
 from replay_rl.warmstart import ensure_model
 
 
@@ -68,7 +68,9 @@ def ledger_for(cfg: RunConfig) -> ComputeLedger:
 
 
 def train(cfg: RunConfig, progress=None) -> dict:
-    """Run training; returns the final record (eval scores + ledger). progress(step, record) is called per step."""
+    """Run training; returns the final record (eval scores + ledger). progress(step, record) is called per step.
+    A role that dies past its own recovery (a learner rank, a generator in a broadcast group) restarts every role
+    from the newest checkpoint, up to run.max_restarts times."""
     preflight(cfg)  # bad inputs fail here, in one line, before Ray starts
     out = Path(cfg.run.output_dir)
     out.mkdir(parents=True, exist_ok=True)
@@ -76,11 +78,35 @@ def train(cfg: RunConfig, progress=None) -> dict:
     cfg.dump_json(out / "config.json")
     owns_ray = connect(cfg)  # first: a cluster too small for W/T fails before any model work
     replaced = stop_on_signals()
+    try:
+        model_path = str(ensure_model(cfg).resolve())  # inside: a Ctrl-C in the warm start still stops Ray
+        for restart in range(cfg.run.max_restarts + 1):
+            try:
+                return run_roles(cfg, model_path, resume, restart, progress)
+            except RunFailed as e:
+                if e.death is None or restart == cfg.run.max_restarts:
+                    if e.death and cfg.run.max_restarts:
+                        raise RunFailed(f"{e}; run.max_restarts={cfg.run.max_restarts} restarts are used up",
+                                        e.death) from None
+                    raise
+                resume = latest_checkpoint(out) or resume  # none saved yet: where this run started from
+                print(f"restart {restart + 1} of {cfg.run.max_restarts}: {e.death}; every role restarts from "
+                      f"{resume or 'step 0 (no checkpoint yet)'}", file=sys.stderr, flush=True)
+        raise AssertionError("unreachable: the last attempt returns or raises")
+    finally:
+        if owns_ray:
+            ray.shutdown()
+        for sig, handler in replaced.items():
+            signal.signal(sig, handler)
+
+
+def run_roles(cfg: RunConfig, model_path: str, resume: Path | None, restarts: int, progress=None) -> dict:
+    """One attempt: build the roles (from `resume`, a checkpoint, or from scratch), then the paper's loop."""
+    out = Path(cfg.run.output_dir)
     ledger = ledger_for(cfg)
     sink, roles = None, None
     try:
-        model_path = str(ensure_model(cfg).resolve())  # inside: a Ctrl-C in the warm start still stops Ray
-        roles = build(cfg, model_path)
+        roles = build(cfg, model_path, run_restarts=restarts)
         (out / "placement.json").write_text(json.dumps(roles.placement(), indent=1))
         start = roles.resume(resume, ledger) if resume else 0
         sink = MetricsSink(out, keep_through_step=start if resume else -1)  # a fresh run starts a fresh file
@@ -99,7 +125,7 @@ def train(cfg: RunConfig, progress=None) -> dict:
         replay = roles.replay.stats()
         for step in range(start + 1, cfg.run.steps + 1):
             metrics = roles.learner_step(consumer_version=step - 1)           # sample → loss → optimizer step
-            sync = roles.learners.publish(version=step) if step % cfg.sync.every_steps == 0 else None
+            sync = roles.publish(version=step) if step % cfg.sync.every_steps == 0 else None
             roles.check_generators()
             replay = roles.replay.stats()
             roles.update(ledger, replay, metrics, sync, wall_s=time.perf_counter() - t0)
@@ -128,10 +154,6 @@ def train(cfg: RunConfig, progress=None) -> dict:
             roles.shutdown()
         if sink is not None:
             sink.close()
-        if owns_ray:
-            ray.shutdown()
-        for sig, handler in replaced.items():
-            signal.signal(sig, handler)
 
 
 def merge_disjoint(*parts: dict) -> dict:

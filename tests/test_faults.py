@@ -144,3 +144,51 @@ def test_resume_auto_continues_the_same_metrics_file(ray_cluster, warm_model, tm
     assert final["k_train"] == whole["k_train"] and abs(final["k_inf"] - whole["k_inf"]) <= per_call
     assert final["compute"] == pytest.approx(whole["compute"], abs=cfg.cluster.emulate.mu * per_call / 32)
 
+
+
+@pytest.mark.parametrize("role, extra", [("LearnerRank", ()),
+                                         ("GeneratorImpl", ("sync.type=nccl", "sync.backend=gloo"))],
+                         ids=["learner-rank", "generator-in-broadcast-group"])
+def test_a_dead_role_restarts_every_role_from_the_newest_checkpoint(ray_cluster, warm_model, tmp_path, role, extra):
+    """run.max_restarts: a dead learner rank, or a generator whose death breaks the broadcast group, restarts every
+    role from the step-4 checkpoint; the run reaches its last step with one row per step, and counts as one."""
+    path, _ = warm_model
+    seen: dict = {}
+
+    def kill_at_step_5(step, record):
+        if step == 5 and "killed_at" not in seen:
+            os.kill(worker_pids(role)[-1], signal.SIGKILL)
+            seen["killed_at"] = time.monotonic()
+        if record["run_restarts"] == 1 and "recovered_s" not in seen:
+            seen["recovered_s"], seen["first_step_after"] = time.monotonic() - seen["killed_at"], step
+
+    out = tmp_path / "restart"
+    final = train(run_cfg(path, out, "run.steps=10", "run.checkpoint_every=2", "run.max_restarts=1", *extra),
+                  kill_at_step_5)
+    rows = read_metrics(out / "metrics.jsonl")
+    assert [r["step"] for r in rows if r["kind"] == "train"] == list(range(1, 11))
+    assert [r["step"] for r in rows if r["kind"] == "eval"] == [0, 10]
+    assert final["step"] == 10 and final["run_restarts"] == 1 and final["k_train"] == 10 * 32
+    # trained again from the checkpoint: step 5 is the first step of the second attempt, and it published weights
+    assert seen["first_step_after"] == 5 and final["generator_version_min"] >= 6
+    assert [r["run_restarts"] for r in rows if r["kind"] == "train"] == [0] * 4 + [1] * 6
+    print(f"{role} kill → every role restarted from step 4, step 5 done again {seen['recovered_s']:.1f}s later")
+
+
+def test_a_dead_role_past_max_restarts_stops_with_one_line(ray_cluster, warm_model, tmp_path):
+    path, _ = warm_model
+
+    kills: list[int] = []
+
+    def kill_a_rank_in_each_attempt(step, record):
+        if record["run_restarts"] == len(kills):
+            kills.append(step)
+            os.kill(worker_pids("LearnerRank")[-1], signal.SIGKILL)
+
+    with pytest.raises(RunFailed) as failed:
+        train(run_cfg(path, tmp_path / "used_up", "run.steps=50", "run.max_restarts=1", "run.checkpoint_every=1"),
+              kill_a_rank_in_each_attempt)
+    assert kills == [1, 2]
+    message = str(failed.value)
+    assert "\n" not in message and re.match(r"learner rank [01] died; .* run.max_restarts=1 restarts are used up$",
+                                            message), message

@@ -80,6 +80,11 @@ class RunSettings(_Section):
     """A checkpoints/step_N folder, or 'auto': output_dir's newest complete one (none: a fresh start)."""
     max_generator_restarts: int = Field(3, ge=0)
     """Generators that die (actor lost, OOM-killed) are replaced this many times in a run; then the run stops."""
+    max_restarts: int = Field(0, ge=0)
+    """When a role dies beyond its own recovery (a learner rank, a shard past max_shard_restarts, a generator in a
+    sync.type=nccl broadcast group), restart every role from the newest checkpoint this many times per run, instead
+    of stopping. Steps since that checkpoint are trained again (set checkpoint_every: with none, from step 0).
+    0 stops with one line, as torchrun and Ray Train do by default."""
     max_shard_restarts: int = Field(3, ge=0)
     """A replay shard that dies is restarted by Ray and restores its newest live snapshot, this many times per
     shard; needs replay.snapshot_every_steps. 0: a dead shard ends the run."""

@@ -70,6 +70,9 @@ class LearnerConfig(_Section):
 class _SyncCommon(_Section):
     every_steps: int = Field(1, ge=1)
     """Publish weights after every k optimizer steps."""
+    timeout_s: float = Field(60.0, gt=0)
+    """Seconds a weight transfer may take: a broadcast member that misses one this long (frozen, dead) fails the
+    publish, and a resumed run's generators wait this long for their first weights. Raise it for big models."""
     bucket_mb: float = Field(256.0, gt=0)
     """Weights travel packed in buffers of about this many MiB, cast to model.dtype: a few large messages instead
     of one per tensor. The sender holds at most one bucket beyond the model; under ZeRO-3 ranks gather one
@@ -88,8 +91,6 @@ class NcclSyncConfig(_SyncCommon):
     """Learner rank 0 broadcasts to every generator over a collective group."""
     backend: Literal["nccl", "gloo"] = "nccl"
     """Collective backend: nccl on GPUs, gloo to run the same path on CPU."""
-    timeout_s: float = Field(60.0, gt=0)
-    """A member that misses a broadcast this long (frozen, dead) fails the publish; raise it for big models."""
 
 
 SyncConfig = Annotated[Union[ObjectStoreSyncConfig, NcclSyncConfig], Field(discriminator="type")]

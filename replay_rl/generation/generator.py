@@ -80,6 +80,17 @@ class GeneratorImpl:
             self._load_s += time.perf_counter() - t0
         return self.backend.version
 
+    def await_version(self, version: int) -> int:
+        """Load weights until this generator holds at least `version`: a resumed run's first publish, which under
+        sync.type=nccl every member must receive together. Bounded by sync.timeout_s."""
+        deadline = time.monotonic() + self.cfg.sync.timeout_s
+        while self.refresh_weights() < version:
+            if time.monotonic() > deadline:
+                raise TimeoutError(f"generator {self.id}: weights of version {version} did not arrive in "
+                                   f"sync.timeout_s={self.cfg.sync.timeout_s:g}s")
+            time.sleep(0.01)
+        return self.backend.version
+
     def _refresh_in_flight(self) -> None:
         # polled between decoding steps; the board is asked at most every 50 ms
         if time.perf_counter() - self._last_poll >= 0.05:

@@ -39,8 +39,9 @@ class LearnerGroup:
         per_rank = ray.get(refs)
         return {k: combine(k, [m[k] for m in per_rank]) for k in per_rank[0]}
 
-    def publish(self, version: int, for_eval: bool = False) -> dict[str, float]:
-        return ray.get([r.publish.remote(version, for_eval) for r in self.ranks])[0]
+    def publish(self, version: int, for_eval: bool = False, receivers: tuple = ()) -> dict[str, float]:
+        """receivers: refs of calls that take part in this publish (generators awaiting it), waited on with it."""
+        return ray.get([*[r.publish.remote(version, for_eval) for r in self.ranks], *receivers])[0]
 
     def full_state(self):
         return ray.get([r.full_state.remote() for r in self.ranks])
