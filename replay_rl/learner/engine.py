@@ -1,0 +1,172 @@
+"""LearnerEngine: one DeepSpeed ZeRO rank's training step and weight access, with no Ray.
+
+The Ray actor (worker.py) feeds it batches sampled from its replay shard and sends what it yields to the
+generators; the GPU check (cluster/gpu_check.py) drives it directly on a machine without Ray. Only this module
+imports DeepSpeed.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import functools
+import os
+import time
+from pathlib import Path
+
+import numpy as np
+import torch
+
+from replay_rl.config import RunConfig
+from replay_rl.learner.agreement import Mismatch
+from replay_rl.learner.batching import MicroStats, micro_batches, to_learner_inputs
+from replay_rl.learner.losses import make_loss, token_logprobs
+from replay_rl.models import load_model, load_tokenizer, save_model_folder
+from replay_rl.rollout import RolloutBatch
+from replay_rl.sync.buckets import Bucket, plan_buckets
+
+
+def deepspeed_config(cfg: RunConfig, on_gpu: bool) -> dict:
+    return {
+        "train_micro_batch_size_per_gpu": cfg.rank_batch_size,
+        "gradient_accumulation_steps": 1,
+        "train_batch_size": cfg.learner.batch_size,
+        "zero_optimization": {"stage": cfg.learner.zero_stage},
+        "zero_allow_untested_optimizer": True,  # torch AdamW as the client optimizer (constant LR, as in the paper)
+        "gradient_clipping": cfg.learner.grad_clip or 0.0,
+        "bf16": {"enabled": on_gpu and cfg.model.dtype == "bfloat16"},
+        "steps_per_print": 10**9,
+    }
+
+
+class LearnerEngine:
+    def __init__(self, cfg: RunConfig, rank: int, model_path: str) -> None:
+        torch.set_num_threads(1)
+        self.cfg, self.rank, self.model_path = cfg, rank, model_path
+        self.loss_fn = make_loss(cfg.learner.loss)
+        self.pad_id = load_tokenizer(model_path).pad_token_id
+        self.busy_s = 0.0
+
+    @property
+    def on_gpu(self) -> bool:
+        return torch.cuda.is_available() and self.cfg.cluster.gpus_per_learner > 0
+
+    def setup(self, master_addr: str, master_port: int, model: torch.nn.Module | None = None) -> None:
+        """Join the learners' torch.distributed group (cluster.learners ranks; NCCL on GPUs, gloo on CPU) and build
+        the engine around fp32 master weights: `model`, or model_path's (bf16 compute via DeepSpeed on GPU)."""
+        os.environ.update(MASTER_ADDR=master_addr, MASTER_PORT=str(master_port), RANK=str(self.rank),
+                          WORLD_SIZE=str(self.cfg.cluster.learners), LOCAL_RANK="0")
+        import deepspeed
+
+        deepspeed.init_distributed(dist_backend="nccl" if self.on_gpu else "gloo")
+        torch.manual_seed(self.cfg.run.seed)
+        model = model if model is not None else load_model(self.model_path, "float32")
+        if self.cfg.learner.activation_checkpointing:
+            model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
+        opt = torch.optim.AdamW(model.parameters(), lr=self.cfg.learner.lr, betas=self.cfg.learner.betas,
+                                weight_decay=self.cfg.learner.weight_decay)
+        self.engine, *_ = deepspeed.initialize(model=model, optimizer=opt,
+                                               config=deepspeed_config(self.cfg, self.on_gpu))
+        self.device = self.engine.device
+
+    # ------------------------------------------------------------------ training
+    def train_on(self, batch: RolloutBatch, fresh: np.ndarray | None = None) -> dict[str, float]:
+        """One optimizer step on this rank's batch, in micro-batches of at most learner.micro_batch_tokens padded
+        tokens whose gradients accumulate; each micro-batch's loss is normalised by the whole batch's counts.
+        fresh: rows made by exactly the learner's current weights, on which π_θ must equal the stored behaviour
+        log-probs: their gap is the live generator/learner agreement check (mismatch/*)."""
+        t0 = time.perf_counter()
+        self.engine.train()
+        parts = micro_batches(batch, self.cfg.learner.micro_batch_tokens, self._micro_count(batch))
+        own_tokens, rollouts = float(np.diff(batch.completion_offsets).sum()), float(len(batch))
+        tokens = self._token_norm(own_tokens)
+        loss_sum, entropy_sum, acc, gap = 0.0, 0.0, MicroStats(), Mismatch()
+        g = self.cfg.generation
+        fresh = np.zeros(len(batch), bool) if fresh is None else fresh
+        for i, rows in enumerate(parts):
+            inp = to_learner_inputs(batch.take(rows), self.pad_id, self.device, tokens, rollouts)
+            self.engine.set_gradient_accumulation_boundary(i == len(parts) - 1)  # reduce and step on the last
+            logits = self.engine(input_ids=inp.input_ids, attention_mask=inp.attention_mask).logits
+            logp, entropy = token_logprobs(logits, inp.input_ids, g.temperature, g.top_p)
+            loss, stats = self.loss_fn(logp, inp)
+            self.engine.backward(loss)
+            loss_sum += loss.item()
+            entropy_sum += (entropy * inp.loss_mask).sum().item()
+            acc.add(stats, inp.loss_mask.sum().item())
+            gap.add(logp.detach(), inp.old_logprobs, inp.loss_mask * torch.as_tensor(fresh[rows], device=self.device)[:, None])
+        self.engine.step()
+        self.busy_s += time.perf_counter() - t0
+        grad_norm = self.engine.get_global_grad_norm()
+        return acc.result() | gap.result() | {"loss": loss_sum, "entropy": entropy_sum / max(own_tokens, 1.0),
+                               "grad_norm": float(grad_norm) if grad_norm is not None else float("nan"),
+                               "micro_batches": len(parts),
+                               "rank_busy_s": self.busy_s}  # cumulative, this rank; the ledger sums ranks
+
+    def _token_norm(self, tokens: float) -> float:
+        """The token count a rank divides its loss by: its own, or for global_token_mean the mean over ranks (so
+        that DeepSpeed's average over ranks of Σ_rank / (Σ_all / T) is Σ_all / Σ_all)."""
+        if self.cfg.learner.loss.aggregation != "global_token_mean":
+            return tokens
+        import torch.distributed as dist
+
+        total = torch.tensor([tokens], dtype=torch.float64)
+        dist.all_reduce(total)
+        return float(total.item()) / self.cfg.cluster.learners
+
+    def _micro_count(self, batch: RolloutBatch) -> int | None:
+        """Under ZeRO-3 every forward gathers parameters collectively, so all ranks run as many micro-batches as
+        the rank that needs most."""
+        if self.cfg.learner.micro_batch_tokens is None or self.cfg.learner.zero_stage != 3:
+            return None
+        import torch.distributed as dist
+
+        n = torch.tensor([len(micro_batches(batch, self.cfg.learner.micro_batch_tokens))])
+        dist.all_reduce(n, op=dist.ReduceOp.MAX)
+        return int(n.item())
+
+    # ------------------------------------------------------------------ weights
+    def full_state(self) -> dict[str, torch.Tensor]:
+        """Full parameters, gathered across ZeRO partitions (a collective: every rank must call it)."""
+        import deepspeed
+
+        module = self.engine.module
+        gathered = (deepspeed.zero.GatheredParameters(list(module.parameters()))
+                    if self.cfg.learner.zero_stage == 3 else contextlib.nullcontext())
+        with gathered:
+            return {n: p.detach().to("cpu", copy=True) for n, p in module.named_parameters()}
+
+    @functools.cached_property
+    def weight_plan(self) -> list[Bucket]:
+        """The buckets the weights travel in: every parameter, in the generators' dtype (model.dtype), from full
+        shapes that ZeRO-3 knows without gathering. Names and shapes never change, so it is planned once."""
+        dtype = self.cfg.model.dtype
+        specs = [(n, tuple(getattr(p, "ds_shape", p.shape)), dtype if p.is_floating_point() else
+                  str(p.dtype).removeprefix("torch.")) for n, p in self.engine.module.named_parameters()]
+        return plan_buckets(specs, int(self.cfg.sync.bucket_mb * 2**20))
+
+    def bucket_tensors(self, plan: list[Bucket]):
+        """Each bucket's parameters in turn, gathered one bucket at a time under ZeRO-3 (a collective: every rank
+        walks the plan); only rank 0 gets the tensors, which stay valid until it asks for the next bucket."""
+        import deepspeed
+
+        params = dict(self.engine.module.named_parameters())
+        for bucket in plan:
+            group = [params[n] for n in bucket.names]
+            gathered = (deepspeed.zero.GatheredParameters(group) if self.cfg.learner.zero_stage == 3
+                        else contextlib.nullcontext())
+            with gathered:
+                yield [p.detach() for p in group] if self.rank == 0 else None
+
+    # ------------------------------------------------------------------ checkpoints
+    def save(self, path: str, tag: str) -> None:
+        """DeepSpeed engine state (weights + optimizer) on all ranks; rank 0 also writes an HF model folder."""
+        self.engine.save_checkpoint(path, tag=tag)
+        state = self.full_state()
+        if self.rank == 0:
+            model = load_model(self.model_path, "float32")
+            model.load_state_dict(state, strict=False)
+            save_model_folder(model, load_tokenizer(self.model_path), Path(path) / "hf_model")
+
+    def load(self, path: str, tag: str) -> None:
+        load_path, _ = self.engine.load_checkpoint(path, tag=tag)
+        if load_path is None:
+            raise FileNotFoundError(f"run.resume_from={path}: no DeepSpeed checkpoint with tag {tag!r}")
