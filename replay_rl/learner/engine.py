@@ -76,7 +76,7 @@ class LearnerEngine:
         log-probs: their gap is the live generator/learner agreement check (mismatch/*)."""
         t0 = time.perf_counter()
         self.engine.train()
-        parts = micro_batches(batch, self.cfg.learner.micro_batch_tokens, self._micro_count(batch))
+        parts = self._micro_batches(batch)
         own_tokens, rollouts = float(np.diff(batch.completion_offsets).sum()), float(len(batch))
         tokens = self._token_norm(own_tokens)
         loss_sum, entropy_sum, acc, gap = 0.0, 0.0, MicroStats(), Mismatch()
@@ -112,16 +112,18 @@ class LearnerEngine:
         dist.all_reduce(total)
         return float(total.item()) / self.cfg.cluster.learners
 
-    def _micro_count(self, batch: RolloutBatch) -> int | None:
-        """Under ZeRO-3 every forward gathers parameters collectively, so all ranks run as many micro-batches as
-        the rank that needs most."""
-        if self.cfg.learner.micro_batch_tokens is None or self.cfg.learner.zero_stage != 3:
-            return None
+    def _micro_batches(self, batch: RolloutBatch) -> list[np.ndarray]:
+        """The batch's micro-batches under learner.micro_batch_tokens. Under ZeRO-3 every forward gathers parameters
+        collectively, so all ranks run as many micro-batches as the rank that needs most."""
+        budget = self.cfg.learner.micro_batch_tokens
+        parts = micro_batches(batch, budget)
+        if budget is None or self.cfg.learner.zero_stage != 3:
+            return parts
         import torch.distributed as dist
 
-        n = torch.tensor([len(micro_batches(batch, self.cfg.learner.micro_batch_tokens))])
+        n = torch.tensor([len(parts)])
         dist.all_reduce(n, op=dist.ReduceOp.MAX)
-        return int(n.item())
+        return parts if len(parts) == n.item() else micro_batches(batch, budget, int(n.item()))
 
     # ------------------------------------------------------------------ weights
     def full_state(self) -> dict[str, torch.Tensor]:
