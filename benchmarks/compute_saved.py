@@ -120,14 +120,15 @@ def load_run(cfg: RunConfig) -> dict:
     k = cfg.run.eval_k
     col = lambda rows, key: [r[key] for r in rows]  # noqa: E731
     return {"mu": cfg.cluster.emulate.mu, "batch_size": cfg.learner.batch_size, "capacity": cfg.replay.capacity,
-            "steps": col(evals, "step"), "k_train": col(evals, "k_train"), "k_inf": col(evals, "k_inf"),
-            "compute": col(evals, "compute"), "tokens": col(evals, "tokens"), "active_s": col(evals, "active_s"),
+            "steps": col(evals, "step"), "k_train": col(evals, "ledger/k_train"), "k_inf": col(evals, "ledger/k_inf"),
+            "compute": col(evals, "ledger/compute"), "tokens": col(evals, "ledger/tokens"),
+            "active_s": col(evals, "ledger/active_s"),
             "pass@1": col(evals, "eval/pass@1"), f"pass@{k}": col(evals, f"eval/pass@{k}"),
-            "eval_problems": evals[-1]["eval/eval_problems"],
-            "train_steps": col(trains, "step"), "entropy": col(trains, "entropy"), "age_mean": col(trains, "age_mean"),
-            "clip_fraction": col(trains, "clip_fraction"), "ratio_mean": col(trains, "ratio_mean"),
+            "eval_problems": evals[-1]["eval/eval_problems"], "train_steps": col(trains, "step"),
+            "entropy": col(trains, "batch/entropy"), "age_mean": col(trains, "batch/age_mean"),
+            "clip_fraction": col(trains, "batch/clip_fraction"), "ratio_mean": col(trains, "batch/ratio_mean"),
             "replay_ratio": hist["replay_ratio"], "age_hist": hist["age_hist"], "reuse_hist": hist["reuse_hist"],
-            "since_last_use_hist": hist["since_last_use_hist"], "wall_s": trains[-1]["wall_s"]}
+            "since_last_use_hist": hist["since_last_use_hist"], "wall_s": trains[-1]["ledger/wall_s"]}
 
 
 def curve(run: dict, mu: float | None = None) -> Curve:

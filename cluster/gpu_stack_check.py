@@ -62,8 +62,10 @@ def main() -> int:
     detail = r.stdout.strip().splitlines()[-1] if ok and r.stdout.strip() else r.stderr[-600:]
     line("train: vllm generator + deepspeed bf16 learner on GPU", ok, detail)
     if ok:
-        final = json.loads(detail)
-        line("weights reached the generator", final.get("k_train", 0) == 5 * 16, json.dumps(final))
+        final = [json.loads(row) for row in (out / "run" / "metrics.jsonl").read_text().splitlines()][-1]
+        line("weights reached the generator", final.get("ledger/generator_version_min", 0) >= 4,
+             f"K_train {final.get('ledger/k_train')}, slowest generator at version "
+             f"{final.get('ledger/generator_version_min')}")
     return 0
 
 

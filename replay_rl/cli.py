@@ -106,8 +106,8 @@ def train(config: Optional[Path] = ConfigOpt, set_: Optional[List[str]] = SetOpt
         def progress(step: int, rec: dict) -> None:
             shown.update({k: rec[k] for k in ("eval/pass@1",) if k in rec})
             bar.update(job, completed=step, description=(
-                f"reward {rec['reward_mean']:.2f} eval {shown.get('eval/pass@1', float('nan')):.2f} "
-                f"compute {rec['compute']:.0f} age {rec['age_mean']:.1f}"))
+                f"reward {rec['batch/reward_mean']:.2f} eval {shown.get('eval/pass@1', float('nan')):.2f} "
+                f"compute {rec['ledger/compute']:.0f} age {rec['batch/age_mean']:.1f}"))
 
         try:
             final = run(cfg, progress)
@@ -144,8 +144,9 @@ def closing_summary(cfg, final: dict) -> str:
     return "\n".join([
         f"pass@1 (greedy, {int(last['eval/eval_problems'])} held-out problems): {first['eval/pass@1']:.3f} at step "
         f"{first['step']} → {last['eval/pass@1']:.3f} at step {last['step']}",
-        f"compute: {final['compute']:.0f} trainer-step equivalents = (K_train {final['k_train']} + μ {final['mu']:.2f}"
-        f" × K_inf {final['k_inf']}) / B; replay ratio {final['replay_ratio']:.2f}, γ {final['gamma']:.2f}",
+        f"compute: {final['ledger/compute']:.0f} trainer-step equivalents = (K_train {final['ledger/k_train']} + "
+        f"μ {final['ledger/mu']:.2f} × K_inf {final['ledger/k_inf']}) / B; replay ratio "
+        f"{final['buffer/replay_ratio']:.2f}, γ {final['ledger/gamma']:.2f}",
         f"files: {out}/metrics.jsonl, {out}/final_model/ (score it: replay-rl eval {out}/final_model)",
         f"look: {out}/plots/*.png, or tensorboard --logdir {out}/tb"])
 

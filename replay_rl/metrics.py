@@ -40,6 +40,12 @@ class MetricsSink:
             self._tb = None
 
 
+def namespaced(prefix: str, values: dict) -> dict:
+    """Metric keys as `prefix/name` (batch/, buffer/, ledger/, sync/); a key that already names its namespace
+    (mismatch/abs_mean, correction/ess) keeps it."""
+    return {k if "/" in k else f"{prefix}/{k}": v for k, v in values.items()}
+
+
 def read_metrics(path: str | Path, kind: str | None = None) -> list[dict]:
     rows = [json.loads(line) for line in Path(path).read_text().splitlines() if line.strip()]
     return [r for r in rows if kind is None or r["kind"] == kind]

@@ -88,14 +88,14 @@ def write_report(run_dirs: list[str | Path], out: str | Path) -> list[Path]:
     k = runs[0].eval_k
     grid("accuracy.png", [("eval/pass@1", "eval", "pass@1 (greedy)"), (f"eval/pass@{k}", "eval", f"pass@{k} (sampled)")],
          "held-out accuracy (step 0 = the model RL started from)")
-    grid("learner.png", [("reward_mean", "train", "batch reward"), ("entropy", "train", "entropy (nats/token)"),
-                         ("loss", "train", "loss"), ("clip_fraction", "train", "clip fraction")],
-         "learner batches")
+    grid("learner.png", [("batch/reward_mean", "train", "batch reward"),
+                         ("batch/entropy", "train", "entropy (nats/token)"), ("batch/loss", "train", "loss"),
+                         ("batch/clip_fraction", "train", "clip fraction")], "learner batches")
     buffer_plot(runs, plt, save)
-    grid("ledger.png", [("compute", "train", "compute (trainer-step equivalents)"),
-                        ("replay_ratio", "train", "replay ratio (samples / inserts)"),
-                        ("mu|gamma", "train", "μ and γ = (1+W/T)/(1+μ)"), ("publish_s", "train", "weight publish (s)")],
-         "compute ledger and weight sync")
+    grid("ledger.png", [("ledger/compute", "train", "compute (trainer-step equivalents)"),
+                        ("buffer/replay_ratio", "train", "replay ratio (samples / inserts)"),
+                        ("ledger/mu|ledger/gamma", "train", "μ and γ = (1+W/T)/(1+μ)"),
+                        ("sync/publish_s", "train", "weight publish (s)")], "compute ledger and weight sync")
     return written
 
 
@@ -103,7 +103,7 @@ def buffer_plot(runs: list[RunRecord], plt, save) -> None:
     """Age of the rollouts sampled, per step and over the run, and how often a rollout was used before eviction."""
     fig, axes = plt.subplots(1, 3, figsize=(15, 3.4))
     for run in runs:
-        axes[0].plot(*run.series("age_mean"), lw=1.2, label=run.name)
+        axes[0].plot(*run.series("batch/age_mean"), lw=1.2, label=run.name)
         if run.stats:
             for ax, key in ((axes[1], "age_hist"), (axes[2], "reuse_hist")):
                 hist = np.asarray(run.stats[key], float)

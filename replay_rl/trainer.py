@@ -21,7 +21,7 @@ import ray
 from replay_rl.accounting import ComputeLedger
 from replay_rl.checkpoints import checkpoint_dir, is_checkpoint, latest_checkpoint, link_final_model, resolve_resume
 from replay_rl.config import RunConfig
-from replay_rl.metrics import MetricsSink
+from replay_rl.metrics import MetricsSink, namespaced
 from replay_rl.orphan_guard import start_guard
 from replay_rl.preflight import check_fits, preflight
 from replay_rl.report import write_report
@@ -119,7 +119,7 @@ def run_roles(cfg: RunConfig, model_path: str, resume: Path | None, restarts: in
                 record.update({k: v for k, v in row.items() if k.startswith("eval/")})  # its ledger may be older
 
         if start == 0:  # where RL starts from, so every run reports before → after
-            log_evals(roles.start_eval(0, ledger.summary()) + roles.finished_evals(wait=True))
+            log_evals(roles.start_eval(0, namespaced("ledger", ledger.summary())) + roles.finished_evals(wait=True))
         roles.start_generators()
         step = start
         replay = roles.replay.stats()
@@ -129,11 +129,12 @@ def run_roles(cfg: RunConfig, model_path: str, resume: Path | None, restarts: in
             roles.check_generators()
             replay = roles.replay.stats()
             roles.update(ledger, replay, metrics, sync, wall_s=time.perf_counter() - t0)
-            record = merge_disjoint(metrics, replay.summary(), ledger.summary(), sync or {})
+            record = merge_disjoint(namespaced("batch", metrics), namespaced("buffer", replay.summary()),
+                                    namespaced("ledger", ledger.summary()), namespaced("sync", sync or {}))
             sink.log(step, "train", record)
             log_evals(roles.finished_evals())                                 # evals run beside training
             if step % cfg.run.eval_every == 0 or step == cfg.run.steps:
-                log_evals(roles.start_eval(step, ledger.summary()))
+                log_evals(roles.start_eval(step, namespaced("ledger", ledger.summary())))
             if cfg.run.checkpoint_every and step % cfg.run.checkpoint_every == 0:
                 roles.checkpoint(out, step, ledger)
             if progress:

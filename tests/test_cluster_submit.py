@@ -91,7 +91,7 @@ def test_tiny_job_runs_to_completion_and_writes_metrics(head, warm_model, tmp_pa
     assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-2000:]
     assert "succeeded" in proc.stdout
     assert [r["step"] for r in read_metrics(out / "metrics.jsonl", "train")] == [1, 2, 3]
-    assert read_metrics(out / "metrics.jsonl", "eval")[0]["mu"] > 0
+    assert read_metrics(out / "metrics.jsonl", "eval")[0]["ledger/mu"] > 0
 
 
 def test_bad_submissions_fail_with_one_clear_line(head, warm_model, tmp_path):
@@ -142,4 +142,4 @@ def test_the_readme_stock_ray_job_submit_line_works_as_written(head, warm_model,
     assert len(ranks) == 2 and all("learner_node" in r["node_resources"] for r in ranks), where
     # the learner group's rendezvous spans two nodes, and weights crossed from them to the generators' node
     assert len({r["node_id"] for r in ranks}) == 2 and not {r["node_id"] for r in ranks} & {g["node_id"] for g in generators}
-    assert rows[-1]["generator_version_min"] >= 1, rows[-1]
+    assert rows[-1]["ledger/generator_version_min"] >= 1, rows[-1]

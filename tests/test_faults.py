@@ -43,16 +43,16 @@ def test_killed_generator_is_replaced_and_the_run_finishes(ray_cluster, warm_mod
             victim = worker_pids("GeneratorImpl")[0]
             os.kill(victim, signal.SIGKILL)
             seen["killed_at"] = time.monotonic()
-        if "killed_at" in seen and record["generator_restarts"] >= 1 and "recovered_s" not in seen:
+        if "killed_at" in seen and record["ledger/generator_restarts"] >= 1 and "recovered_s" not in seen:
             seen["recovered_s"] = time.monotonic() - seen["killed_at"]
 
     final = train(run_cfg(path, tmp_path / "gen", "run.steps=12"), kill_at_step_2)
     rows = read_metrics(tmp_path / "gen" / "metrics.jsonl", "train")
     assert final["step"] == 12 and [r["step"] for r in rows] == list(range(1, 13))
-    assert final["generator_restarts"] == 1 and "recovered_s" in seen
-    assert final["k_train"] == 12 * 32 and final["k_inf"] >= 8 * 32 / final["replay_ratio"] - 1e-9
+    assert final["ledger/generator_restarts"] == 1 and "recovered_s" in seen
+    assert final["ledger/k_train"] == 12 * 32 and final["ledger/k_inf"] >= 8 * 32 / final["buffer/replay_ratio"] - 1e-9
     # the replacement loaded the newest weights: every generator is past the version it started from
-    assert final["generator_version_min"] >= 3
+    assert final["ledger/generator_version_min"] >= 3
     print(f"generator kill → replacement reported after {seen['recovered_s']:.1f}s")
 
 
@@ -86,25 +86,26 @@ def test_killed_shard_is_restored_in_place_and_the_run_finishes(ray_cluster, war
 
     def kill_at_step_5(step, record):
         if step == 5:  # shards snapshotted themselves while serving version 4
-            seen["before"] = record["k_inf"]
+            seen["before"] = record["ledger/k_inf"]
             os.kill(worker_pids("ReplayShard")[-1], signal.SIGKILL)
             seen["killed_at"] = time.monotonic()
-        if "killed_at" in seen and record["shard_restarts"] >= 1 and "recovered_s" not in seen:
+        if "killed_at" in seen and record["buffer/shard_restarts"] >= 1 and "recovered_s" not in seen:
             seen["recovered_s"] = time.monotonic() - seen["killed_at"]
 
     out = tmp_path / "shard"
     final = train(run_cfg(path, out, "run.steps=12", "replay.snapshot_every_steps=2"), kill_at_step_5)
     rows = read_metrics(out / "metrics.jsonl", "train")
     assert final["step"] == 12 and [r["step"] for r in rows] == list(range(1, 13))
-    assert final["shard_restarts"] == 1 and "recovered_s" in seen
+    assert final["buffer/shard_restarts"] == 1 and "recovered_s" in seen
     # K_inf charges the rollouts the shard lost too, so it never goes backwards
-    assert all(a["k_inf"] <= b["k_inf"] for a, b in zip(rows, rows[1:])) and final["k_inf"] >= seen["before"]
-    assert 0 <= final["rollouts_lost"] <= seen["before"] and final["k_train"] == 12 * 32
+    assert all(a["ledger/k_inf"] <= b["ledger/k_inf"] for a, b in zip(rows, rows[1:]))
+    assert final["ledger/k_inf"] >= seen["before"]
+    assert 0 <= final["buffer/rollouts_lost"] <= seen["before"] and final["ledger/k_train"] == 12 * 32
     # the killed one (any of the two: pids say nothing about shard ids) counted its restart beside its snapshot
     (restarted,) = (out / "replay_live").glob("shard_*.restarts")
     assert restarted.read_text() == "1" and (restarted.with_suffix("") / "manifest.json").is_file()
     print(f"shard kill → restored in place, reported after {seen['recovered_s']:.1f}s, "
-          f"{final['rollouts_lost']} rollouts lost")
+          f"{final['buffer/rollouts_lost']} rollouts lost")
 
 
 @pytest.mark.parametrize("role, named, extra", [("LearnerRank", r"learner rank [01]", ()),
@@ -134,15 +135,16 @@ def test_resume_auto_continues_the_same_metrics_file(ray_cluster, warm_model, tm
     rows = read_metrics(out / "metrics.jsonl")
     assert [r["step"] for r in rows if r["kind"] == "train"] == [1, 2, 3, 4, 5, 6]
     assert [r["step"] for r in rows if r["kind"] == "eval"] == [0, 2, 4, 6]
-    assert final["k_train"] == 6 * 32 and final["k_inf"] >= first["k_inf"]
+    assert final["ledger/k_train"] == 6 * 32 and final["ledger/k_inf"] >= first["ledger/k_inf"]
     assert sorted(p.name for p in (out / "checkpoints").iterdir()) == ["step_2", "step_4", "step_6"]
     # against the same run uninterrupted: weights differ (generation is asynchronous, so which weights each rollout
     # came from depends on timing), but the counters do not, beyond one backend call per generator
     whole = train(run_cfg(path, tmp_path / "whole", "run.steps=6", "run.checkpoint_every=2", "run.eval_every=2"))
     cfg = run_cfg(path, out)
     per_call = cfg.generation.prompts_per_call * cfg.generation.group_size * cfg.cluster.generators
-    assert final["k_train"] == whole["k_train"] and abs(final["k_inf"] - whole["k_inf"]) <= per_call
-    assert final["compute"] == pytest.approx(whole["compute"], abs=cfg.cluster.emulate.mu * per_call / 32)
+    assert final["ledger/k_train"] == whole["ledger/k_train"]
+    assert abs(final["ledger/k_inf"] - whole["ledger/k_inf"]) <= per_call
+    assert final["ledger/compute"] == pytest.approx(whole["ledger/compute"], abs=cfg.cluster.emulate.mu * per_call / 32)
 
 
 
@@ -159,7 +161,7 @@ def test_a_dead_role_restarts_every_role_from_the_newest_checkpoint(ray_cluster,
         if step == 5 and "killed_at" not in seen:
             os.kill(worker_pids(role)[-1], signal.SIGKILL)
             seen["killed_at"] = time.monotonic()
-        if record["run_restarts"] == 1 and "recovered_s" not in seen:
+        if record["ledger/run_restarts"] == 1 and "recovered_s" not in seen:
             seen["recovered_s"], seen["first_step_after"] = time.monotonic() - seen["killed_at"], step
 
     out = tmp_path / "restart"
@@ -168,10 +170,10 @@ def test_a_dead_role_restarts_every_role_from_the_newest_checkpoint(ray_cluster,
     rows = read_metrics(out / "metrics.jsonl")
     assert [r["step"] for r in rows if r["kind"] == "train"] == list(range(1, 11))
     assert [r["step"] for r in rows if r["kind"] == "eval"] == [0, 10]
-    assert final["step"] == 10 and final["run_restarts"] == 1 and final["k_train"] == 10 * 32
+    assert final["step"] == 10 and final["ledger/run_restarts"] == 1 and final["ledger/k_train"] == 10 * 32
     # trained again from the checkpoint: step 5 is the first step of the second attempt, and it published weights
-    assert seen["first_step_after"] == 5 and final["generator_version_min"] >= 6
-    assert [r["run_restarts"] for r in rows if r["kind"] == "train"] == [0] * 4 + [1] * 6
+    assert seen["first_step_after"] == 5 and final["ledger/generator_version_min"] >= 6
+    assert [r["ledger/run_restarts"] for r in rows if r["kind"] == "train"] == [0] * 4 + [1] * 6
     print(f"{role} kill → every role restarted from step 4, step 5 done again {seen['recovered_s']:.1f}s later")
 
 
@@ -181,7 +183,7 @@ def test_a_dead_role_past_max_restarts_stops_with_one_line(ray_cluster, warm_mod
     kills: list[int] = []
 
     def kill_a_rank_in_each_attempt(step, record):
-        if record["run_restarts"] == len(kills):
+        if record["ledger/run_restarts"] == len(kills):
             kills.append(step)
             os.kill(worker_pids("LearnerRank")[-1], signal.SIGKILL)
 

@@ -1,8 +1,10 @@
-"""One name per quantity: the sources merged into a metrics line never share a key."""
+"""One name per quantity: metric keys are namespaced by the role that owns them (batch/, buffer/, ledger/, sync/),
+and the sources merged into a metrics line never share a key."""
 
 import pytest
 
 from replay_rl.accounting import ComputeLedger
+from replay_rl.metrics import namespaced
 from replay_rl.replay.table import Table
 from replay_rl.trainer import merge_disjoint
 from tests.replay.helpers import make_batch
@@ -14,12 +16,17 @@ def test_merge_refuses_a_key_from_two_sources():
     assert merge_disjoint({"a": 1}, {"b": 2}, {}) == {"a": 1, "b": 2}
 
 
-def test_ledger_and_buffer_summaries_are_disjoint():
+def test_namespaces_keep_the_batch_age_apart_from_the_buffer_age():
     table = Table.fifo(16)
     table.insert(make_batch(16))
     table.sample(8, consumer_version=2)
     ledger = ComputeLedger(5, 3, 8, 5.28)
     ledger.extra["generator_restarts"] = 0
-    record = merge_disjoint(table.stats().summary(), ledger.summary())
-    assert {"buffer_age_mean", "replay_ratio", "k_inf", "compute", "generator_restarts"} <= record.keys()
-    assert not {"inserts", "samples"} & record.keys()  # K_inf and K_train have one name each: the ledger's
+    learner = {"age_mean": 2.0, "loss": 0.1, "mismatch/abs_mean": 1e-7}
+    record = merge_disjoint(namespaced("batch", learner), namespaced("buffer", table.stats().summary()),
+                            namespaced("ledger", ledger.summary()), namespaced("sync", {"publish_s": 0.1}))
+    assert {"batch/age_mean", "buffer/age_mean", "buffer/replay_ratio", "ledger/k_inf", "ledger/compute",
+            "ledger/generator_restarts", "sync/publish_s", "mismatch/abs_mean"} <= record.keys()
+    assert all(k.split("/")[0] in {"batch", "buffer", "ledger", "sync", "mismatch"} for k in record)
+    # K_inf and K_train have one name each, the ledger's: the buffer does not repeat its inserts and samples
+    assert not any(k.endswith(("/inserts", "/samples")) for k in record)

@@ -16,9 +16,10 @@ def fake_run(path, slope):
     sink = MetricsSink(path, keep_through_step=-1)
     for step in range(0, 41):
         if step:
-            sink.log(step, "train", {"reward_mean": slope * step, "entropy": 0.7 - 0.01 * step, "loss": 0.01,
-                                     "clip_fraction": 0.1, "age_mean": 1.0, "compute": 6.3 * step, "mu": 5.28,
-                                     "gamma": 0.42, "replay_ratio": 1.0, "publish_s": 0.02})
+            sink.log(step, "train", {"batch/reward_mean": slope * step, "batch/entropy": 0.7 - 0.01 * step,
+                                     "batch/loss": 0.01, "batch/clip_fraction": 0.1, "batch/age_mean": 1.0,
+                                     "ledger/compute": 6.3 * step, "ledger/mu": 5.28, "ledger/gamma": 0.42,
+                                     "buffer/replay_ratio": 1.0, "sync/publish_s": 0.02})
         if step % 10 == 0:
             sink.log(step, "eval", {"eval/pass@1": 0.3 + slope * step, "eval/pass@4": 0.45 + slope * step})
     sink.close()

@@ -43,12 +43,14 @@ def test_cli_train_replay_mode_writes_metrics(warm_model, tmp_path):
     assert sorted(p.name for p in (out / "plots").iterdir()) == sorted(PLOTS)
     assert any((out / "tb").iterdir())  # tensorboard is a base dependency: every run writes tb/
     rows = read_metrics(out / "metrics.jsonl", "train")
-    assert rows[-1]["k_train"] == 4 * 32 and rows[-1]["k_inf"] >= 64
+    assert rows[-1]["ledger/k_train"] == 4 * 32 and rows[-1]["ledger/k_inf"] >= 64
     assert [r["step"] for r in rows] == [1, 2, 3, 4]
-    assert all(r["mu"] > 0 and r["gamma"] > 0 and "age_mean" in r and "clip_fraction" in r for r in rows)
+    assert all(r["ledger/mu"] > 0 and r["ledger/gamma"] > 0 for r in rows)
+    assert all("batch/age_mean" in r and "buffer/age_mean" in r and "batch/clip_fraction" in r for r in rows)
     # an eval at step 0 (where RL starts) and every run.eval_every steps; compute on the paper's axis
     assert [r["step"] for r in read_metrics(out / "metrics.jsonl", "eval")] == [0, 2, 4]
-    assert rows[-1]["compute"] == pytest.approx((rows[-1]["k_train"] + 5.28 * rows[-1]["k_inf"]) / 32)
+    last = rows[-1]
+    assert last["ledger/compute"] == pytest.approx((last["ledger/k_train"] + 5.28 * last["ledger/k_inf"]) / 32)
     assert json.loads((out / "config.json").read_text())["replay"]["type"] == "fifo"
 
 
@@ -143,7 +145,7 @@ def test_on_policy_mode_uses_each_rollout_once(ray_cluster, warm_model, tmp_path
     final = train(run_cfg(path, tmp_path / "op", "replay.type=lifo_once", "replay.capacity=256", "run.steps=4"))
     assert final["step"] == 4 and final["evicted_consumed"] == 4 * 32
     rows = read_metrics(tmp_path / "op" / "metrics.jsonl", "train")
-    assert all(r["reuse_mean"] == 1.0 for r in rows)
+    assert all(r["batch/reuse_mean"] == 1.0 for r in rows)
 
 
 def test_ladder_rung_one_fifo_at_replay_ratio_one_is_the_baseline(ray_cluster, warm_model, tmp_path):
@@ -154,19 +156,19 @@ def test_ladder_rung_one_fifo_at_replay_ratio_one_is_the_baseline(ray_cluster, w
     final = train(run_cfg(path, out, "replay.capacity=32", "run.steps=6",
                           "cluster.emulate={mu: 1.0, generators: 3, learners: 3}"))
     rows = read_metrics(out / "metrics.jsonl", "train")
-    assert final["step"] == 6 and all(r["reuse_mean"] == 1.0 and r["age_mean"] <= 1.0 for r in rows)
-    assert final["replay_ratio"] <= 1.0
+    assert final["step"] == 6 and all(r["batch/reuse_mean"] == 1.0 and r["batch/age_mean"] <= 1.0 for r in rows)
+    assert final["buffer/replay_ratio"] <= 1.0
     # compute = (K_train + μ·K_inf)/B: with μ=1 and each rollout used once, two trainer-step equivalents a step
-    assert final["compute"] == pytest.approx((final["k_train"] + final["k_inf"]) / 32)
+    assert final["ledger/compute"] == pytest.approx((final["ledger/k_train"] + final["ledger/k_inf"]) / 32)
 
 
 def test_broadcast_weight_sync_end_to_end(ray_cluster, warm_model, tmp_path):
     """sync.type=nccl runs the same broadcast group on gloo here: generators must follow the learner's versions."""
     path, _ = warm_model
     final = train(run_cfg(path, tmp_path / "bc", "sync.type=nccl", "sync.backend=gloo", "run.steps=4"))
-    assert final["step"] == 4 and final["sync_bytes"] >= 4 * final["publish_bytes"] > 4 * 400_000
+    assert final["step"] == 4 and final["ledger/sync_bytes"] >= 4 * final["sync/publish_bytes"] > 4 * 400_000
     rows = read_metrics(tmp_path / "bc" / "metrics.jsonl", "train")
-    assert rows[-1]["generator_version_min"] >= 2  # every generator received broadcast weights
+    assert rows[-1]["ledger/generator_version_min"] >= 2  # every generator received broadcast weights
 
 
 def test_checkpoint_resumes_same_step_weights_and_buffer(ray_cluster, warm_model, tmp_path):
@@ -200,5 +202,5 @@ def test_each_off_policy_correction_trains_the_testbed_for_50_steps(ray_cluster,
     rows = read_metrics(out / "metrics.jsonl", "train")
     assert final["step"] == 50 and [r["step"] for r in rows] == list(range(1, 51))
     assert all(0 < r["correction/ess"] <= 1 + 1e-9 and 0 <= r["correction/changed_fraction"] <= 1 for r in rows)
-    assert all(np.isfinite(r["loss"]) for r in rows)
+    assert all(np.isfinite(r["batch/loss"]) for r in rows)
     assert max(r["correction/changed_fraction"] for r in rows) > 0  # replayed, stale rollouts get corrected

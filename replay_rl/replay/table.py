@@ -81,9 +81,10 @@ class TableStats:
         return out
 
     def summary(self) -> dict[str, float]:
-        # inserts and samples are K_inf and K_train, which the ledger reports (k_inf, k_train): one name each
-        return {"buffer_size": self.size,
-                "replay_ratio": self.replay_ratio, "buffer_age_mean": self.age_mean, "buffer_age_max": self.age_max,
+        # inserts and samples are K_inf and K_train, which the ledger reports (k_inf, k_train): one name each.
+        # The driver logs these as buffer/*: buffer/age_mean is over every sample so far, batch/age_mean this step's
+        return {"size": self.size,
+                "replay_ratio": self.replay_ratio, "age_mean": self.age_mean, "age_max": self.age_max,
                 "since_last_use_mean": self.since_last_use_mean, "shard_restarts": self.shard_restarts,
                 "rollouts_lost": self.rollouts_lost, **{f"evicted_{r}": v for r, v in self.evictions.items()}}
 
