@@ -84,11 +84,11 @@ def train(cfg: RunConfig, progress=None) -> dict:
             try:
                 return run_roles(cfg, model_path, resume, restart, progress)
             except RunFailed as e:
-                if e.death is None or restart == cfg.run.max_restarts:
-                    if e.death and cfg.run.max_restarts:
-                        raise RunFailed(f"{e}; run.max_restarts={cfg.run.max_restarts} restarts are used up",
-                                        e.death) from None
+                if e.death is None:  # a stall or a failing reward function would fail again
                     raise
+                if restart == cfg.run.max_restarts:
+                    raise (RunFailed(f"{e}; run.max_restarts={restart} restarts are used up", e.death) if restart
+                           else e) from None
                 resume = latest_checkpoint(out) or resume  # none saved yet: where this run started from
                 print(f"restart {restart + 1} of {cfg.run.max_restarts}: {e.death}; every role restarts from "
                       f"{resume or 'step 0 (no checkpoint yet)'}", file=sys.stderr, flush=True)

@@ -52,6 +52,11 @@ def test_saved_fraction_bootstrap_and_budgets_ahead():
     assert row["compute_saved_pct"] == pytest.approx(100 * (1 - 22.5 / 60))
     never = summarise_config(base, [c([(0, 0.1), (60, 0.2)])], threshold=0.5)
     assert never["compute_saved_pct"] is None and never["reached"] == "0/1"
+    # a baseline that ends below its start reaches its own final accuracy at compute 0: no saving is defined
+    falling = [c([(0, 0.44), (40, 0.31)])]
+    assert np.isnan(saved_fraction([0.0], [0.0]))
+    undefined = summarise_config(falling, [c([(0, 0.44), (40, 0.30)])], threshold=0.31)
+    assert undefined["compute_saved_pct"] is None and undefined["compute_saved_pct_ci90"] == [None, None]
 
 
 @pytest.mark.parametrize("preset", ["ladder", "full", "quick", "mini"])

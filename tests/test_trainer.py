@@ -143,7 +143,7 @@ def test_cli_rejects_bad_config_in_one_line(tmp_path):
 def test_on_policy_mode_uses_each_rollout_once(ray_cluster, warm_model, tmp_path):
     path, _ = warm_model
     final = train(run_cfg(path, tmp_path / "op", "replay.type=lifo_once", "replay.capacity=256", "run.steps=4"))
-    assert final["step"] == 4 and final["evicted_consumed"] == 4 * 32
+    assert final["step"] == 4 and final["buffer/evicted_consumed"] == 4 * 32
     rows = read_metrics(tmp_path / "op" / "metrics.jsonl", "train")
     assert all(r["batch/reuse_mean"] == 1.0 for r in rows)
 
