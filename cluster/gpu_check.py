@@ -98,8 +98,9 @@ def engine_for(cfg):
     return engine
 
 
-def release(engine) -> None:
-    del engine
+def free_device_memory() -> None:
+    """After the caller dropped its last reference to an engine: return its memory before the next one is built,
+    so each measurement's peak is its own."""
     gc.collect()
     if torch.cuda.is_available():
         torch.cuda.empty_cache()
@@ -146,9 +147,9 @@ def agreement(engine, batch, limit: float, name: str) -> bool:
                 f"{len(batch)} rollouts", abs_mean=gap, limit=limit)
 
 
-def learner_steps(cfg, engine, args, shape: str) -> dict:
+def learner_steps(engine, args, shape: str) -> dict:
     """--steps timed optimizer steps on a synthetic rank batch, after one warm-up."""
-    device = engine.device
+    device, cfg = engine.device, engine.cfg
     batch = synthetic_batch(cfg.learner.batch_size, args.tokens, SHAPES[shape]["vocab_size"])
     engine.train_on(batch)
     sync(device)
@@ -236,15 +237,16 @@ def main() -> int:
     weight_round_trip(engine, backend, version=1)  # the weights after that step
     prompts, groups, _ = generate(backend, args, load_tokenizer(first))
     agreement(engine, rollouts_from(groups, prompts), limit, f"agreement {shapes[0]}, after the weight sync")
-    release(engine)
-    del backend
+    del engine, backend
+    free_device_memory()
     steps = []
     for shape in shapes:
         path = first if shape == shapes[0] else model_folder(shape, root, gen_dtype, device)
         for budget in budgets if shape == shapes[0] else budgets[-1:]:
             engine = engine_for(run_config(path, args, args.rollouts, budget))
-            r = learner_steps(engine.cfg, engine, args, shape)
-            release(engine)
+            r = learner_steps(engine, args, shape)
+            del engine
+            free_device_memory()
             steps.append(r)
             line(f"learner step {shape}", bool(np.isfinite(r["loss"])),
                  f"{r['parameters'] / 1e9:.2f}B params, micro_batch_tokens={budget} ({r['micro_batches']} micro-batches), "
