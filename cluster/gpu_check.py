@@ -11,7 +11,10 @@ neither (learner/engine.py, generation/hf.py, sync/buckets.py) directly, on rand
 4. weight sync: the trained weights, planned into sync.bucket_mb buckets, packed on the device, unpacked and
    loaded into the generator's model; compared bit for bit; GB/s. Then generation from the new weights agrees
    with the learner again.
-5. no Ray: the whole check ran without importing ray.
+5. μ on this GPU: seconds to generate a batch of `--mu-prompts`·G rollouts with the HF backend over seconds to
+   train on that same batch (one DeepSpeed step), for each of `--mu-tokens` completion lengths. HF generate, not
+   vLLM: an upper end for μ, since vLLM decodes many times faster; the paper's μ is 5–7 with vLLM.
+6. no Ray: the whole check ran without importing ray.
 
     bash cluster/gpu_wheels.sh                 # on a machine with pip and internet: .whl/ (deepspeed, pydantic)
     python cluster/gpu_check.py                # on the GPU (Qwen3-0.6B and 1.7B shapes); PASS/FAIL lines + JSON
@@ -127,12 +130,13 @@ def synthetic_batch(rollouts: int, tokens: int, vocab: int):
                 0, 0, 0, 0, 0) for i in range(rollouts)])
 
 
-def generate(backend, args, tokenizer):
+def generate(backend, args, tokenizer, n_prompts: int = 4, group: int | None = None, tokens: int | None = None):
     from replay_rl.generation.backend import SamplingParams
 
+    rng = np.random.default_rng(n_prompts)
     prompts = [np.asarray(tokenizer(f"{a}+{b}=", add_special_tokens=False)["input_ids"], np.int32)
-               for a, b in [(12, 7), (40, 33), (5, 81), (66, 9)]]
-    params = SamplingParams(1.0, 1.0, args.gen_tokens, args.group)
+               for a, b in rng.integers(0, 100, (n_prompts, 2))]
+    params = SamplingParams(1.0, 1.0, tokens or args.gen_tokens, group or args.group)
     t0 = time.perf_counter()
     groups = backend.generate(prompts, params)
     sync(backend.device)
@@ -172,6 +176,33 @@ def learner_steps(engine, args, shape: str) -> dict:
             "mfu": flops / seconds / 1e12 / args.peak_tflops, "peak_memory_gib": peak, "loss": m["loss"]}
 
 
+def mu_on_this_device(engine, backend, args, tokenizer) -> list[dict]:
+    """The cost model's μ measured: generating a batch (HF backend, one call of --mu-prompts prompts × G=16) over
+    one learner step on the same rollouts, after a warm-up of each. Both sides are one device, as one generator
+    and one learner of a W=T split."""
+    rows = []
+    for tokens in [int(t) for t in args.mu_tokens.split(",")]:
+        generate(backend, args, tokenizer, 1, 2, 8)  # warm-up
+        prompts, groups, tok_s = generate(backend, args, tokenizer, args.mu_prompts, 16, tokens)
+        batch = rollouts_from(groups, prompts)
+        gen_s = batch.completion_offsets[-1] / tok_s
+        engine.train_on(batch)
+        sync(engine.device)
+        t0 = time.perf_counter()
+        for _ in range(args.steps):
+            engine.train_on(batch)
+        sync(engine.device)
+        train_s = (time.perf_counter() - t0) / args.steps
+        r = {"rollouts": len(batch), "completion_tokens_mean": float(np.diff(batch.completion_offsets).mean()),
+             "generate_s": float(gen_s), "train_s": train_s, "mu": float(gen_s / train_s),
+             "generate_tokens_per_s": float(tok_s)}
+        rows.append(r)
+        line(f"mu {tokens} tokens", bool(np.isfinite(r["mu"])), f"{len(batch)} rollouts of {r['completion_tokens_mean']:.0f} "
+             f"completion tokens: generate {gen_s:.2f}s (HF, {tok_s:.0f} tokens/s), train {train_s:.3f}s, "
+             f"μ = {r['mu']:.1f}", **r)
+    return rows
+
+
 def weight_round_trip(engine, backend, version: int) -> bool:
     """The engine's buckets packed on its device, unpacked and loaded into the generator's model, bit for bit."""
     from replay_rl.sync.buckets import pack, unpack
@@ -206,6 +237,8 @@ def main() -> int:
     ap.add_argument("--steps", type=int, default=3, help="timed learner steps per measurement")
     ap.add_argument("--group", type=int, default=4, help="completions per prompt in the generation check")
     ap.add_argument("--gen-tokens", type=int, default=64)
+    ap.add_argument("--mu-prompts", type=int, default=8, help="prompts per generation call in the μ measurement (×16)")
+    ap.add_argument("--mu-tokens", default="256,1024", help="completion lengths of the μ measurement")
     ap.add_argument("--bucket-mb", type=float, default=256)
     ap.add_argument("--peak-tflops", type=float, default=790, help="bf16 dense peak, for MFU (H200: about 790)")
     ap.add_argument("--agree-limit", type=float, default=None, help="default 5e-2 in bf16 on CUDA, 1e-3 in fp32")
@@ -231,12 +264,13 @@ def main() -> int:
     line(f"generation {shapes[0]}", True, f"{sum(len(g) for g in groups)} completions, {tok_s:.0f} tokens/s",
          tokens_per_s=tok_s)
     budgets = [None if b == "none" else int(b) for b in args.budgets.split(",")]
-    cfg = run_config(first, args, len(prompts) * args.group, budgets[0])
-    engine = engine_for(cfg)
+    # the last budget: the μ measurement trains on --mu-prompts·16 whole rollouts, whose logits would not fit at once
+    engine = engine_for(run_config(first, args, len(prompts) * args.group, budgets[-1]))
     agreement(engine, rollouts_from(groups, prompts), limit, f"agreement {shapes[0]}, initial weights")
     weight_round_trip(engine, backend, version=1)  # the weights after that step
     prompts, groups, _ = generate(backend, args, load_tokenizer(first))
     agreement(engine, rollouts_from(groups, prompts), limit, f"agreement {shapes[0]}, after the weight sync")
+    mu_on_this_device(engine, backend, args, load_tokenizer(first))
     del engine, backend
     free_device_memory()
     steps = []

@@ -19,7 +19,8 @@ def test_gpu_check_passes_on_cpu_with_ray_unimportable(tmp_path):
     (blocker / "__init__.py").write_text("raise ImportError('ray is not installed on the GPU box')\n")
     env = {**os.environ, "PYTHONPATH": str(blocker.parent), "OUT": str(tmp_path / "out")}
     run = subprocess.run([sys.executable, "cluster/gpu_check.py", "--device", "cpu", "--shapes", "tiny", "--rollouts",
-                          "4", "--tokens", "64", "--budgets", "none,128", "--steps", "2", "--workdir",
+                          "4", "--tokens", "64", "--budgets", "none,128", "--steps", "2", "--mu-prompts", "2",
+                          "--mu-tokens", "16", "--workdir",
                           str(tmp_path / "work")], cwd=ROOT, env=env, capture_output=True, text=True, timeout=420)
     verdicts = [line for line in run.stdout.splitlines() if line.startswith(("PASS", "FAIL"))]
     assert run.returncode == 0 and all(v.startswith("PASS") for v in verdicts), run.stdout + run.stderr[-3000:]
@@ -30,3 +31,6 @@ def test_gpu_check_passes_on_cpu_with_ray_unimportable(tmp_path):
     steps = [c for c in json.loads((tmp_path / "out" / "gpu_check.json").read_text())["checks"]
              if c["check"] == "learner step tiny"]
     assert [s["micro_batches"] for s in steps] == [1, 2] and all(s["tokens_per_s"] > 0 for s in steps)
+    mu = checks["mu 16 tokens"]
+    assert mu["rollouts"] == 32 and mu["generate_s"] > 0 and mu["train_s"] > 0
+    assert abs(mu["mu"] - mu["generate_s"] / mu["train_s"]) < 1e-9

@@ -6,9 +6,37 @@ from typing import Callable, Iterable, Sequence
 
 import numpy as np
 import torch
+from transformers import LogitsProcessorList, TemperatureLogitsWarper, TopPLogitsWarper
 
 from replay_rl.generation.backend import Completion, SamplingParams, truncate_at_eos
 from replay_rl.models import load_model, load_tokenizer
+
+
+class SampledLogprobs:
+    """The last logits processor: the log-probability of each drawn token under the distribution it was drawn from.
+    It keeps one step's log-softmax and reads the drawn token from the next step's input ids, so memory is
+    O(rows·vocab), where HF's output_scores keeps every step's scores, O(rows·steps·vocab): 80 GB for 128 rollouts
+    of 1024 tokens at a 152k vocabulary."""
+
+    def __init__(self) -> None:
+        self.last: torch.Tensor | None = None
+        self.picked: list[torch.Tensor] = []
+
+    def __call__(self, input_ids: torch.Tensor, scores: torch.Tensor) -> torch.Tensor:
+        self._take(input_ids[:, -1])
+        self.last = torch.log_softmax(scores.float(), -1)
+        return scores
+
+    def _take(self, drawn: torch.Tensor) -> None:
+        if self.last is not None:
+            self.picked.append(self.last.gather(-1, drawn[:, None]).squeeze(-1))
+            self.last = None
+
+    def result(self, new: torch.Tensor) -> torch.Tensor:
+        """(rows, C) log-probs of the C new tokens (HF may have run one step past the end and undone it)."""
+        if len(self.picked) < new.shape[1]:
+            self._take(new[:, len(self.picked)])
+        return torch.stack(self.picked[:new.shape[1]], dim=1)
 
 
 class HFBackend:
@@ -31,17 +59,20 @@ class HFBackend:
             ids[i, width - len(p):] = torch.as_tensor(p, dtype=torch.long)
             mask[i, width - len(p):] = 1
         greedy = params.temperature == 0
+        recorder = SampledLogprobs()
+        # temperature and top-p are applied here, before the recorder, rather than by HF (which adds its warpers
+        # after custom processors): the recorded distribution is the one each token is drawn from, and the
+        # learner recomputes it (learner/losses.py processed_logits)
+        warpers = [] if greedy else [TemperatureLogitsWarper(params.temperature)] * (params.temperature != 1.0) + \
+            [TopPLogitsWarper(params.top_p)] * (params.top_p < 1.0)
         out = self.model.generate(
             input_ids=ids.to(self.device), attention_mask=mask.to(self.device), max_new_tokens=params.max_new_tokens,
-            do_sample=not greedy, temperature=None if greedy else params.temperature,
-            top_p=None if greedy else params.top_p, top_k=None, num_return_sequences=params.n,
-            pad_token_id=self.pad_id, eos_token_id=self.eos_id, return_dict_in_generate=True, output_scores=True,
+            do_sample=not greedy, temperature=None if greedy else 1.0, top_p=None if greedy else 1.0, top_k=None,
+            num_return_sequences=params.n, logits_processor=LogitsProcessorList([*warpers, recorder]),
+            pad_token_id=self.pad_id, eos_token_id=self.eos_id,
         )
-        new = out.sequences[:, width:]                                   # (len·n, C)
-        # scores are processed: temperature applied, tokens outside top-p at −inf; their log-softmax is the
-        # distribution each token was drawn from, which the learner recomputes (learner/losses.py processed_logits)
-        scores = torch.stack(out.scores, dim=1).float()                  # (len·n, C, V)
-        logprobs = torch.log_softmax(scores, -1).gather(-1, new.unsqueeze(-1)).squeeze(-1)
+        new = out[:, width:]                                             # (len·n, C)
+        logprobs = recorder.result(new)
         new, logprobs = new.cpu().numpy(), logprobs.cpu().numpy()
         rows = [truncate_at_eos(new[j], logprobs[j], self.eos_id, self.version) for j in range(len(new))]
         self._tokens += sum(len(r.token_ids) for r in rows)
