@@ -147,7 +147,8 @@ class Roles:
         try:
             return self.learners.publish(version=version)
         except Exception as e:  # noqa: BLE001 - named below
-            gone = [i for i, s in enumerate(self.slots) if probe(s.actor.pid.remote()) == "dead"]
+            answers = probe_all([s.actor.pid.remote() for s in self.slots])
+            gone = [i for i, a in enumerate(answers) if a == "dead"]
             if gone:
                 raise self.died(f"generator {gone[0]} died during the weight publish of version {version}") from None
             raise self.dead_member() or RunFailed(f"weight publish of version {version} failed: {one_line(e)}") from None
@@ -197,8 +198,8 @@ class Roles:
     def diagnose(self, consumer_version: int) -> str:
         """One line: who waits on what, from probes that each wait at most PROBE_S."""
         n = self.cfg.rank_batch_size
-        shards = [probe(s.blocked_reason.remote(n, consumer_version)) for s in self.replay.shards]
-        gens = [probe(s.actor.stats.remote()) for s in self.slots]
+        shards = probe_all([s.blocked_reason.remote(n, consumer_version) for s in self.replay.shards])
+        gens = probe_all([s.actor.stats.remote() for s in self.slots])
         gen_text = ", ".join(f"generator {i} " + (f"at version {g.version}, {g.rollouts} rollouts" if not
                                                    isinstance(g, str) else g) for i, g in enumerate(gens))
         shard_text = "; ".join(f"shard {i}: {r}" for i, r in enumerate(shards))
@@ -293,13 +294,20 @@ def build(cfg: RunConfig, model_path: str, run_restarts: int = 0) -> Roles:
                  evaluator, model_path, run_restarts=run_restarts)
 
 
-def probe(ref) -> object:
-    try:
-        return ray.get(ref, timeout=PROBE_S)
-    except GetTimeoutError:
-        return f"no answer in {PROBE_S:g}s (paused or busy)"
-    except RayActorError:
-        return "dead"
+def probe_all(refs: list) -> list:
+    """Each answer, "dead", or "no answer" for those not back within PROBE_S, all waited on together: paused
+    generators cost one PROBE_S, not one each."""
+    ready = set(ray.wait(refs, num_returns=len(refs), timeout=PROBE_S)[0]) if refs else set()
+    out = []
+    for ref in refs:
+        if ref not in ready:
+            out.append(f"no answer in {PROBE_S:g}s (paused or busy)")
+            continue
+        try:
+            out.append(ray.get(ref))
+        except RayActorError:
+            out.append("dead")
+    return out
 
 
 def one_line(e: BaseException) -> str:

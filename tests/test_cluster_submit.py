@@ -38,12 +38,18 @@ def start_node(*args: str) -> subprocess.Popen:
                             env={**os.environ, "PATH": PATH, "RAY_AUTH_MODE": "token"})  # workers need the token
 
 
-def stop_nodes(nodes: list[subprocess.Popen]) -> None:
+def stop_nodes(nodes: list[subprocess.Popen], grace_s: float = 5) -> None:
+    """SIGTERM, then SIGKILL to each node's process group after grace_s: `ray start --block` took 33 s to stop a
+    head gracefully here, and every process a node starts (GCS, raylet, dashboard, agents) is in its group."""
     for group in (nodes[1:], nodes[:1]):  # the workers together, then the head
         for node in group:
             os.killpg(node.pid, signal.SIGTERM)
         for node in group:
-            node.wait(timeout=60)
+            try:
+                node.wait(timeout=grace_s)
+            except subprocess.TimeoutExpired:
+                os.killpg(node.pid, signal.SIGKILL)
+                node.wait(timeout=60)
 
 
 @pytest.fixture(scope="module")

@@ -174,7 +174,7 @@ class Table:
         m = self.meta
         m.alive[slot] = False
         self.stats_.evictions[reason] += 1
-        _bump(self.stats_.reuse_hist, np.array([m.times_sampled[slot]]))
+        self.stats_.reuse_hist[min(int(m.times_sampled[slot]), HIST_BINS - 1)] += 1  # one item: no array round trip
         cid = int(self._chunk[slot])
         self._refs[cid] -= 1
         if self._refs[cid] == 0:
