@@ -91,11 +91,11 @@ def train(config: Optional[Path] = ConfigOpt, set_: Optional[List[str]] = SetOpt
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
     from replay_rl.preflight import preflight
-    from replay_rl.trainer import train as run
 
     cfg = _load(config, set_)
     with _config_errors_exit_2():
         preflight(cfg)  # before the bar and before Ray: a bad input is one line and exit 2
+    from replay_rl.trainer import train as run  # Ray, torch and DeepSpeed: only once the inputs are known good
     shown: dict = {}
     # the bar on stderr: stdout carries only the closing summary
     # fits 80 columns at 100000 steps: 6 + 10 + 13 + 7 + 43

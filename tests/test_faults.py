@@ -50,9 +50,12 @@ def test_a_killed_generator_is_replaced_and_a_killed_shard_restored_in_place(ray
             seen["k_inf_before_shard_kill"] = record["ledger/k_inf"]
             os.kill(worker_pids("ReplayShard")[-1], signal.SIGKILL)
             seen["shard_killed_at"] = time.monotonic()
-        for role, counter in (("generator", "ledger/generator_restarts"), ("shard", "buffer/shard_restarts")):
+        for role, counter, kill_step in (("generator", "ledger/generator_restarts", 2),
+                                         ("shard", "buffer/shard_restarts", 5)):
             if f"{role}_killed_at" in seen and record[counter] >= 1 and f"{role}_recovered_s" not in seen:
                 seen[f"{role}_recovered_s"] = time.monotonic() - seen[f"{role}_killed_at"]
+            if step == kill_step + 1:  # the run went on: the next learner step is done
+                seen[f"{role}_next_step_s"] = time.monotonic() - seen[f"{role}_killed_at"]
 
     out = tmp_path / "faults"
     final = train(run_cfg(path, out, "run.steps=12", "replay.snapshot_every_steps=2"), kill)
@@ -70,8 +73,9 @@ def test_a_killed_generator_is_replaced_and_a_killed_shard_restored_in_place(ray
     # the killed shard (any of the two: pids say nothing about shard ids) counted its restart beside its snapshot
     (restarted,) = (out / "replay_live").glob("shard_*.restarts")
     assert restarted.read_text() == "1" and (restarted.with_suffix("") / "manifest.json").is_file()
-    print(f"generator kill → replacement reported after {seen['generator_recovered_s']:.1f}s; shard kill → restored "
-          f"in place, reported after {seen['shard_recovered_s']:.1f}s, {final['buffer/rollouts_lost']} rollouts lost")
+    print(f"generator kill → replaced after {seen['generator_recovered_s']:.1f}s, next step done after "
+          f"{seen['generator_next_step_s']:.1f}s; shard kill → restored in place after {seen['shard_recovered_s']:.1f}s, "
+          f"next step done after {seen['shard_next_step_s']:.1f}s, {final['buffer/rollouts_lost']} rollouts lost")
 
 
 def test_paused_generators_trip_the_stall_watchdog_with_one_line(ray_cluster, warm_model, tmp_path):

@@ -51,6 +51,7 @@ def test_bad_input_is_one_line_and_exit_2_before_ray(tmp_path, case):
     lines = proc.stderr.strip().splitlines()
     assert proc.returncode == 2 and len(lines) == 1 and expected in lines[0], proc.stderr[-2000:]
     assert seconds < 10 and "Traceback" not in proc.stderr and not proc.stdout.strip()
+    print(f"{case}: exit 2 in {seconds:.1f}s")
 
 
 def test_eval_of_a_missing_model_is_one_line(tmp_path):

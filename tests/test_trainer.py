@@ -99,9 +99,23 @@ def start_cli_run(path, out) -> subprocess.Popen:
     pytest.fail(f"the run did not reach step 1 in 900 s: {proc.communicate()[1][-2000:]}")
 
 
-@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM], ids=["ctrl-c", "sigterm"])
-def test_a_signal_stops_the_run_and_its_ray_cluster(warm_model, tmp_path, sig):
+def test_ctrl_c_and_sigterm_take_the_same_path():
+    """Both signals get the handler that bounds cleanup and raises KeyboardInterrupt; the run below is stopped by
+    SIGTERM, which without it would print Ray's native stack dump and exit 15."""
+    from replay_rl.trainer import _interrupt, stop_on_signals
+
+    replaced = stop_on_signals()
+    try:
+        assert set(replaced) == {signal.SIGINT, signal.SIGTERM}
+        assert signal.getsignal(signal.SIGINT) is _interrupt and signal.getsignal(signal.SIGTERM) is _interrupt
+    finally:
+        for sig, handler in replaced.items():
+            signal.signal(sig, handler)
+
+
+def test_sigterm_stops_the_run_and_its_ray_cluster(warm_model, tmp_path):
     path, _ = warm_model
+    sig = signal.SIGTERM
     proc = start_cli_run(path, tmp_path / "intr")
     own = own_ray(proc)
     assert own  # the run started its own cluster
