@@ -21,6 +21,7 @@ import ray
 from replay_rl.accounting import ComputeLedger
 from replay_rl.checkpoints import checkpoint_dir, is_checkpoint, latest_checkpoint, link_final_model, resolve_resume
 from replay_rl.config import RunConfig
+from replay_rl.local_ray import init_local
 from replay_rl.metrics import MetricsSink, namespaced
 from replay_rl.orphan_guard import start_guard
 from replay_rl.preflight import check_fits, preflight
@@ -39,8 +40,10 @@ def connect(cfg: RunConfig) -> bool:
     env = {"env_vars": {"HF_HUB_OFFLINE": "1", "HF_HUB_DISABLE_PROGRESS_BARS": "1", "TOKENIZERS_PARALLELISM": "false"}}
     # address="local" always starts a fresh cluster, never one that another process left running here
     log_ray_to_file(Path(cfg.run.output_dir) / "ray.log")
-    ray.init(address="local" if local else cfg.cluster.address, include_dashboard=False, log_to_driver=False,
-             **({"num_cpus": max(2, os.cpu_count() or 2), "runtime_env": env} if local else {}))
+    if local:
+        init_local(include_dashboard=False, log_to_driver=False, num_cpus=max(2, os.cpu_count() or 2), runtime_env=env)
+    else:
+        ray.init(address=cfg.cluster.address, include_dashboard=False, log_to_driver=False)
     check_fits(cfg, ray.cluster_resources())
     if local:  # a driver killed with SIGKILL runs no finally: a guard process stops the cluster it started
         node = ray._private.worker._global_node
