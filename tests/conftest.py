@@ -2,19 +2,39 @@
 
 from __future__ import annotations
 
+import faulthandler
 import os
+import time
 
 import pytest
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")
 WARM_START_BOUND_S = 1800  # ~20 s idle here; 733 s was seen under load before threads were bounded
+# CI gives install and suite 90 min. Fixtures run outside pytest-timeout's per-test bound (timeout_func_only), so a
+# fixture that hangs would run into CI's limit silently (it did once, 90 min, on a stale torch build lock): past
+# this bound every thread's stack is printed and the session exits 1.
+SESSION_BOUND_S = 80 * 60
+SESSION_DEADLINE = time.monotonic() + SESSION_BOUND_S
+TERMINAL: list = []  # a copy of stderr taken before pytest captures it: the dump must reach the CI log
+
+
+def bound_rest_of_session(at_most_s: float = float("inf")) -> None:
+    faulthandler.dump_traceback_later(max(1.0, min(at_most_s, SESSION_DEADLINE - time.monotonic())), exit=True,
+                                      file=TERMINAL[0])
 
 
 def pytest_configure(config):
     import torch
 
     torch.set_num_threads(1)  # the suite shares 2 cores with Ray actors and, in CI, possibly another job
+    TERMINAL.append(os.dup(2))
+    bound_rest_of_session()
+
+
+def pytest_unconfigure(config):
+    faulthandler.cancel_dump_traceback_later()
+    os.close(TERMINAL.pop())
 
 
 @pytest.fixture(scope="session")
@@ -39,15 +59,13 @@ def warm_model(tiny_cfg, init_model):
     """(path, warm-start stats): the model RL starts from in every test that trains. Built once per session and
     outside per-test timeouts (timeout_func_only), so a loaded box slows it without failing the first test that
     needs it; its own bound is WARM_START_BOUND_S, after which the session exits with a traceback."""
-    import faulthandler
-
     from replay_rl.warmstart import warmstart
 
-    faulthandler.dump_traceback_later(WARM_START_BOUND_S, exit=True)
+    bound_rest_of_session(WARM_START_BOUND_S)
     try:
         stats = warmstart(tiny_cfg, init_model, tiny_cfg.model.path, log=lambda *_: None)
     finally:
-        faulthandler.cancel_dump_traceback_later()
+        bound_rest_of_session()
     return tiny_cfg.model.path, stats
 
 

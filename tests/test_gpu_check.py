@@ -17,7 +17,9 @@ def test_gpu_check_passes_on_cpu_with_ray_unimportable(tmp_path):
     blocker = tmp_path / "site" / "ray"
     blocker.mkdir(parents=True)
     (blocker / "__init__.py").write_text("raise ImportError('ray is not installed on the GPU box')\n")
-    env = {**os.environ, "PYTHONPATH": str(blocker.parent), "OUT": str(tmp_path / "out")}
+    extensions = tmp_path / "torch_extensions"  # where a JIT-compiled DeepSpeed op would be built
+    env = {**os.environ, "PYTHONPATH": str(blocker.parent), "OUT": str(tmp_path / "out"),
+           "TORCH_EXTENSIONS_DIR": str(extensions)}
     run = subprocess.run([sys.executable, "cluster/gpu_check.py", "--device", "cpu", "--shapes", "tiny", "--rollouts",
                           "4", "--tokens", "64", "--budgets", "none,128", "--steps", "2", "--mu-prompts", "2",
                           "--mu-tokens", "16", "--workdir",
@@ -34,3 +36,5 @@ def test_gpu_check_passes_on_cpu_with_ray_unimportable(tmp_path):
     mu = checks["mu 16 tokens"]
     assert mu["rollouts"] == 32 and mu["generate_s"] > 0 and mu["train_s"] > 0
     assert abs(mu["mu"] - mu["generate_s"] / mu["train_s"]) < 1e-9
+    # DeepSpeed's CPU shared-memory op (inference only) is not compiled: no toolchain, no build lock to hang on
+    assert not extensions.exists(), sorted(p.name for p in extensions.rglob("*"))

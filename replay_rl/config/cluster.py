@@ -96,3 +96,7 @@ class RunSettings(_Section):
     policy the learner trains. None: never stop on it."""
     stall_timeout_s: float = Field(120.0, gt=0)
     """Seconds without a finished learner step before the run stops with one line naming who waits on what."""
+    start_timeout_s: float = Field(600.0, gt=0)
+    """Seconds the learner ranks may take to load their weights and join their process group before the run stops
+    with one line naming the ranks not started (a rank alone in the rendezvous would wait out gloo's or NCCL's 30
+    min)."""

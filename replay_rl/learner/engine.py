@@ -38,6 +38,19 @@ def deepspeed_config(cfg: RunConfig, on_gpu: bool) -> dict:
     }
 
 
+def skip_cpu_shared_memory_op() -> None:
+    """DeepSpeed's CPU backend JIT-compiles a shared-memory all-reduce in init_distributed, which only its inference
+    tensor parallelism calls (inference_all_reduce), never ZeRO training. The compile took 39 s idle on every fresh
+    install, and a start killed mid-compile leaves torch's build lock behind, on which every later start waits
+    forever (a CI run hung 90 min on it). Marked incompatible, the op is skipped, as where no compiler exists."""
+    from deepspeed import ops
+    from deepspeed.accelerator import get_accelerator
+
+    builder = get_accelerator().create_op_builder("ShareMemCommBuilder")
+    if builder is not None:
+        ops.__compatible_ops__[builder.NAME] = False
+
+
 class LearnerEngine:
     def __init__(self, cfg: RunConfig, rank: int, model_path: str) -> None:
         torch.set_num_threads(1)
@@ -57,6 +70,8 @@ class LearnerEngine:
                           WORLD_SIZE=str(self.cfg.cluster.learners), LOCAL_RANK="0")
         import deepspeed
 
+        if not self.on_gpu:
+            skip_cpu_shared_memory_op()
         deepspeed.init_distributed(dist_backend="nccl" if self.on_gpu else "gloo")
         torch.manual_seed(self.cfg.run.seed)
         model = model if model is not None else load_model(self.model_path, "float32")

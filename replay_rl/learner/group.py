@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import time
+
 import numpy as np
 import ray
 from ray.util.placement_group import placement_group
@@ -11,21 +13,34 @@ from replay_rl.config import RunConfig
 from replay_rl.learner.worker import LearnerRank
 
 
+class LearnerStartTimeout(TimeoutError):
+    pass
+
+
 class LearnerGroup:
     def __init__(self, cfg: RunConfig, model_path: str, shards: list, board, eval_board) -> None:
         c = cfg.cluster
         bundle = ({"CPU": c.cpus_per_actor} | ({"GPU": c.gpus_per_learner} if c.gpus_per_learner else {})
                   | c.learner_resources)
         self.pg = placement_group([bundle] * c.learners, strategy="PACK")
-        ray.get(self.pg.ready(), timeout=600)
-        self.ranks = [
-            LearnerRank.options(num_cpus=c.cpus_per_actor, num_gpus=c.gpus_per_learner,
-                                resources=c.learner_resources or None,  # drawn from the bundle, as CPUs are
-                                scheduling_strategy=PlacementGroupSchedulingStrategy(self.pg, i)).remote(
-                cfg, i, model_path, shards[i], board, eval_board)
-            for i in range(c.learners)]
-        addr, port = ray.get(self.ranks[0].address.remote())
-        ray.get([r.setup.remote(addr, port) for r in self.ranks])
+        self.ranks: list = []
+        bound_s = cfg.run.start_timeout_s
+        deadline = time.monotonic() + bound_s
+        try:  # bounded: a rank alone in the rendezvous would otherwise wait out gloo's or NCCL's 30 min
+            await_start({self.pg.ready(): f"placement of {c.learners} ranks"}, deadline, bound_s)
+            self.ranks = [
+                LearnerRank.options(num_cpus=c.cpus_per_actor, num_gpus=c.gpus_per_learner,
+                                    resources=c.learner_resources or None,  # drawn from the bundle, as CPUs are
+                                    scheduling_strategy=PlacementGroupSchedulingStrategy(self.pg, i)).remote(
+                    cfg, i, model_path, shards[i], board, eval_board)
+                for i in range(c.learners)]
+            address = self.ranks[0].address.remote()
+            await_start({address: "rank 0"}, deadline, bound_s)
+            await_start({r.setup.remote(*ray.get(address)): f"rank {i}" for i, r in enumerate(self.ranks)},
+                        deadline, bound_s)
+        except BaseException:
+            self.shutdown()  # nothing is left holding its CPUs or GPUs, or waiting in the rendezvous
+            raise
 
     def step(self, consumer_version: int) -> dict[str, float]:
         """One optimizer step of the whole group; metrics averaged over ranks (max for *_max)."""
@@ -59,6 +74,20 @@ class LearnerGroup:
         for r in self.ranks:
             ray.kill(r)
         ray.util.remove_placement_group(self.pg)
+
+
+def await_start(pending: dict, deadline: float, bound_s: float) -> None:
+    """Wait for every ref in `pending` (ref -> what it starts); the first error is raised as soon as it comes, and
+    what has not started by `deadline` is named in one line."""
+    pending = dict(pending)
+    while pending:
+        done, _ = ray.wait(list(pending), num_returns=1, timeout=max(0.0, deadline - time.monotonic()))
+        if not done:
+            raise LearnerStartTimeout(f"learner {', '.join(pending.values())} did not start within "
+                                      f"{bound_s:g}s (run.start_timeout_s); the ranks' logs are in Ray's session folder "
+                                      "(/tmp/ray/session_latest/logs)")
+        ray.get(done[0])
+        del pending[done[0]]
 
 
 def combine(key: str, values: list[float]) -> float:

@@ -1,5 +1,7 @@
 """Tier 2: real DeepSpeed ranks on gloo inside Ray actors, fed by real shards and a real generator."""
 
+import time
+
 import numpy as np
 import pytest
 import ray
@@ -95,6 +97,24 @@ def test_agreement_check_fires_when_the_generator_samples_other_weights(system, 
     assert m["age_mean"] == 0 and m["mismatch/abs_mean"] > 0.5
     level, line = agreement_problem(m, cfg.run.mismatch_warn, cfg.run.mismatch_fail)
     assert level == "fail" and "generator and learner disagree on fresh rollouts" in line
+
+
+def test_ranks_not_started_in_time_are_named_and_release_their_resources(ray_cluster, warm_model):
+    """A rank that cannot finish its start (here: a 0.5 s bound, shorter than loading the model) ends the start with
+    one line naming it, and nothing is left holding CPUs: a later group starts on the same cluster."""
+    from replay_rl.learner.group import LearnerStartTimeout
+
+    cfg = group_cfg(warm_model[0], "run.start_timeout_s=0.5")
+    shards, board = create_shards(cfg), WeightBoard.remote()
+    free_before = ray.available_resources().get("CPU", 0)
+    with pytest.raises(LearnerStartTimeout, match=r"learner rank 0 did not start within 0.5s \(run.start_timeout_s\)"):
+        LearnerGroup(cfg, warm_model[0], shards, board, board)
+    deadline = time.monotonic() + 30  # Ray returns a removed group's CPUs asynchronously
+    while ray.available_resources().get("CPU", 0) < free_before and time.monotonic() < deadline:
+        time.sleep(0.2)
+    assert ray.available_resources().get("CPU", 0) >= free_before
+    for a in [*shards, board]:
+        ray.kill(a)
 
 
 def test_zero_stages_give_the_same_loss_trajectory_and_publish_every_weight_in_buckets(ray_cluster, warm_model):
