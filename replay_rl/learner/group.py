@@ -83,8 +83,8 @@ def await_start(pending: dict, deadline: float, bound_s: float) -> None:
     while pending:
         done, _ = ray.wait(list(pending), num_returns=1, timeout=max(0.0, deadline - time.monotonic()))
         if not done:
-            raise LearnerStartTimeout(f"learner {', '.join(pending.values())} did not start within "
-                                      f"{bound_s:g}s (run.start_timeout_s); the ranks' logs are in Ray's session folder "
+            raise LearnerStartTimeout(f"learner {', '.join(pending.values())} did not start within {bound_s:g}s "
+                                      "(run.start_timeout_s); the ranks' logs are in Ray's session folder "
                                       "(/tmp/ray/session_latest/logs)")
         ray.get(done[0])
         del pending[done[0]]
