@@ -3,11 +3,22 @@
 A curve is one run's eval points: `compute` in trainer-step equivalents ((K_train + μ·K_inf)/B, the paper's Fig. 1
 x-axis) and `acc` (held-out greedy pass@1). The baseline's learning does not depend on μ, only its accounting
 does, so `recharge` re-prices a run's counts at another μ and one set of baseline runs serves every μ.
+
+Compute saved (`compare`, the paper's Fig. 14 measure): a side (baseline or config) is {label: seeds' curves}, a
+label being e.g. a learning rate. Each curve becomes its best-so-far accuracy (running max at each eval, linearly
+interpolated in compute) on one merged grid of both sides' eval points; a label's score curve is the median of its
+seeds' curves and a side's curve is the max over labels (its LR frontier, Fig. 4) or its single best label. The
+threshold is `frac` (0.98) × the baseline curve's best, and saved = 1 − reach_cfg / reach_base, each the compute at
+which that side's curve first reaches the threshold. Why this curve: one run's first crossing is decided by a single
+noisy eval, and pairing seeds does not remove that noise; the median over seeds removes most of it and the running
+best makes the curve monotone, so "first reach" is well defined and stable. As the threshold sits below the
+baseline's own best, the baseline always reaches it; only the config can fail to (censored: reach inf, saved None).
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Literal
 
 import numpy as np
 
@@ -17,21 +28,14 @@ class Curve:
     compute: np.ndarray  # (E,) trainer-step equivalents at each eval, increasing, first at 0
     acc: np.ndarray      # (E,) greedy pass@1 at each eval
 
-    def best_by(self, budget: float) -> float:
-        """The best accuracy this run had shown by `budget` (what a user could keep, stopping there)."""
-        seen = self.acc[self.compute <= budget + 1e-9]
-        return float(seen.max()) if len(seen) else float("nan")
-
     def reach(self, threshold: float) -> float:
         """Compute at which accuracy first reaches `threshold`, interpolated between evals; inf if never."""
-        hits = np.flatnonzero(self.acc >= threshold)
-        if not len(hits):
-            return float("inf")
-        i = int(hits[0])
-        if i == 0:
-            return float(self.compute[0])
-        c0, c1, a0, a1 = self.compute[i - 1], self.compute[i], self.acc[i - 1], self.acc[i]
-        return float(c0 + (c1 - c0) * (threshold - a0) / (a1 - a0))
+        return first_reach(self.compute, self.acc, threshold)
+
+    def best_so_far(self, grid: np.ndarray) -> np.ndarray:
+        """(G,) best accuracy shown by each compute in `grid`: the running max at each eval, linearly interpolated
+        between evals (a step function would judge a run on an eval up to one interval old); NaN past the last."""
+        return np.interp(grid, self.compute, np.maximum.accumulate(self.acc), left=np.nan, right=np.nan)
 
     def drawdown(self) -> float:
         """Largest fall from a running peak: how unstable the run was."""
@@ -43,58 +47,170 @@ def recharge(k_train: np.ndarray, k_inf: np.ndarray, batch_size: int, mu: float)
     return (np.asarray(k_train, float) + mu * np.asarray(k_inf, float)) / batch_size
 
 
+def first_reach(grid: np.ndarray, values: np.ndarray, threshold: float) -> float:
+    """Compute at which `values` (on `grid`) first reach `threshold`, linearly interpolated between grid points;
+    grid[0] if they start there, inf if they never do."""
+    hits = np.flatnonzero(np.asarray(values) >= threshold)
+    if not len(hits):
+        return float("inf")
+    i = int(hits[0])
+    if i == 0:
+        return float(grid[0])
+    c0, c1, a0, a1 = grid[i - 1], grid[i], values[i - 1], values[i]
+    return float(c0 + (c1 - c0) * (threshold - a0) / (a1 - a0))
+
+
+def saved(reach_base: float, reach_cfg: float) -> float:
+    """1 − reach_cfg / reach_base. Censored values keep their order for a bootstrap: −inf when the config never
+    reached (it saved less than anything measured), +inf when only the baseline never reached; NaN when undefined
+    (the baseline was there at compute 0, or neither side got there)."""
+    if np.isinf(reach_cfg):
+        return float("nan") if np.isinf(reach_base) else float("-inf")
+    if np.isinf(reach_base):
+        return float("inf")
+    return float("nan") if reach_base == 0 else float(1.0 - reach_cfg / reach_base)
+
+
+def percentile_bounds(stats: np.ndarray, level: float = 0.9) -> tuple[float | None, float | None]:
+    """Nearest-rank percentile interval of bootstrap draws. ±inf draws are censored and NaN ones undefined; a bound
+    that lands on one of them is None (undefined), never a number: with a share c of −inf draws the lower bound is
+    None once c > (1 − level)/2 and the upper one once c > (1 + level)/2."""
+    s = np.sort(np.asarray(stats, float))  # −inf first; NaN sorts after +inf, so it can only undefine a bound
+    lo, hi = (s[int(np.rint((len(s) - 1) * q))] for q in ((1 - level) / 2, (1 + level) / 2))
+    return (float(lo) if np.isfinite(lo) else None), (float(hi) if np.isfinite(hi) else None)
+
+
+def merged_grid(curves: list[Curve]) -> np.ndarray:
+    """Every eval compute of `curves` after 0, up to and including the shortest curve's last eval: the budgets at
+    which all of them are defined (no budget is dropped and no side is judged on a stale eval)."""
+    top = min(float(c.compute[-1]) for c in curves)
+    grid = np.unique(np.concatenate([c.compute for c in curves]))
+    return grid[(grid > 0) & (grid <= top)]
+
+
+def _pct(x: float | None) -> float | None:
+    """A saved fraction as a percentage for the report; None for a censored, undefined or missing one (JSON has no
+    ±inf)."""
+    return None if x is None or not np.isfinite(x) else 100 * float(x)
+
+
+def _ahead(base_values: np.ndarray, cfg_values: np.ndarray) -> tuple[float, float]:
+    """Share of budgets at which the config's curve is ≥ the baseline's (a tie counts), and its largest lead."""
+    if not len(base_values):
+        return float("nan"), float("nan")
+    lead = cfg_values - base_values
+    return float(np.mean(lead >= -1e-12)), float(lead.max())
+
+
+def median_curve(curves: list[Curve], grid: np.ndarray) -> np.ndarray:
+    """(G,) median over seeds of the interpolated best-so-far accuracy."""
+    return np.median([c.best_so_far(grid) for c in curves], axis=0)
+
+
+Side = dict[object, list[Curve]]  # {label (e.g. a learning rate): its seeds' curves}
+Pick = Literal["frontier", "own_best"]
+
+
+def frontier(side: Side, grid: np.ndarray) -> tuple[np.ndarray, list]:
+    """A side {label: seeds' curves} at each budget of `grid`: the max over labels of the label's median_curve (its
+    LR frontier, the paper's Fig. 4), and the label that gives it at each budget."""
+    values, index = _side_curves(_stacks(side, grid), "frontier", None, 1)
+    return values[0], [list(side)[i] for i in index[0]]
+
+
+def _stacks(side: Side, grid: np.ndarray) -> list[np.ndarray]:
+    """Each label's (S, G) best-so-far curves on `grid`, labels in the side's order."""
+    return [np.array([c.best_so_far(grid) for c in curves]) for curves in side.values()]
+
+
+def _side_curves(stacks: list[np.ndarray], pick: Pick, rng: np.random.Generator | None, draws: int
+                 ) -> tuple[np.ndarray, np.ndarray]:
+    """(D, G) a side's curve and (D, G) the index of the label giving it, per bootstrap draw. `stacks` holds each
+    label's (S, G) best-so-far curves; a draw resamples every label's seeds with replacement (rng None: one draw
+    with the seeds as they are). `pick`: the frontier, or the label whose median is highest at the last budget."""
+    rows = (lambda n: np.arange(n)[None]) if rng is None else (lambda n: rng.integers(0, n, (draws, n)))
+    medians = np.stack([np.median(a[rows(len(a))], axis=1) for a in stacks], axis=1)  # (D, L, G)
+    if pick == "frontier":
+        return medians.max(1), medians.argmax(1)
+    best = medians[:, :, -1].argmax(1)  # (D,)
+    return medians[np.arange(len(best)), best], np.repeat(best[:, None], medians.shape[2], axis=1)
+
+
+def compare(base: Side, cfg: Side, frac: float = 0.98, level: float = 0.9, draws: int = 2000, seed: int = 0,
+            pick: Pick = "frontier") -> dict:
+    """Compute saved by `cfg` against `base`, each a side {label: list[Curve] over seeds} (one label when there is
+    one learning rate). pick="frontier": frontier against frontier; "own_best": each side at its single best label,
+    the one whose median curve is highest at the last common budget (re-chosen in every bootstrap draw).
+
+    Returns: grid (compute 0, then merged_grid of all curves), base_curve and cfg_curve on it, base_labels and
+    cfg_labels (the label at each budget); base_best (max of base_curve), threshold (frac × base_best), reach_base
+    and reach_cfg (first_reach; inf when not reached), saved_pct (100·saved, None when not reached or undefined);
+    saved_pct_ci [lo, hi] at `level`, a percentile bootstrap over seeds (`draws`, rng `seed`), a bound None when it
+    falls among censored draws; censored_fraction (draws where cfg did not reach), undefined_fraction (draws where
+    the baseline was at the threshold at compute 0); budgets_ahead_fraction (share of budgets after 0 where
+    cfg_curve ≥ base_curve) and max_lead (max of cfg_curve − base_curve there).
+    """
+    every = [c for side in (base, cfg) for curves in side.values() for c in curves]
+    grid = np.concatenate([[0.0], merged_grid(every)])
+    stacks = [_stacks(side, grid) for side in (base, cfg)]
+
+    def reaches(rng: np.random.Generator | None, n: int) -> tuple[np.ndarray, ...]:
+        (vb, ib), (vc, ic) = (_side_curves(s, pick, rng, n) for s in stacks)
+        threshold = frac * vb.max(1)
+        rb = np.array([first_reach(grid, v, t) for v, t in zip(vb, threshold)])
+        rc = np.array([first_reach(grid, v, t) for v, t in zip(vc, threshold)])
+        return vb, ib, vc, ic, threshold, rb, rc
+
+    vb, ib, vc, ic, threshold, rb, rc = (x[0] for x in reaches(None, 1))
+    *_, rbs, rcs = reaches(np.random.default_rng(seed), draws)
+    stats = np.array([saved(b, c) for b, c in zip(rbs, rcs)])
+    ahead, lead = _ahead(vb[1:], vc[1:])
+    return {
+        "grid": grid.tolist(), "base_curve": vb.tolist(), "cfg_curve": vc.tolist(),
+        "base_labels": [list(base)[i] for i in ib], "cfg_labels": [list(cfg)[i] for i in ic],
+        "base_best": float(vb.max()), "threshold": float(threshold), "reach_base": float(rb), "reach_cfg": float(rc),
+        "saved_pct": _pct(saved(rb, rc)), "saved_pct_ci": [_pct(b) for b in percentile_bounds(stats, level)],
+        "ci_level": level, "censored_fraction": float(np.mean(np.isinf(rcs))),
+        "undefined_fraction": float(np.mean(np.isnan(stats))),
+        "budgets_ahead_fraction": ahead, "max_lead": lead,
+    }
+
+
 def saved_fraction(base_reach: list[float], cfg_reach: list[float]) -> float:
-    """1 − median compute to reach (this config) / median compute to reach (baseline); −inf if it never does. NaN
-    when the baseline reaches the threshold at compute 0 (it ended no higher than it started), so nothing can be
-    saved against it (seen in a 12-step mini study: the baseline went 0.44 → 0.31)."""
-    b, c = float(np.median(base_reach)), float(np.median(cfg_reach))
-    if not np.isfinite(c):
-        return float("-inf")
-    if b == 0:
-        return float("nan")
-    return 1.0 - c / b
+    """`saved` between the medians over seeds of each run's own first reach (the pre-`compare` measure: one noisy
+    crossing per run); −inf if the config's median never reaches, NaN when the baseline's median reaches at 0."""
+    return saved(float(np.median(base_reach)), float(np.median(cfg_reach)))
 
 
 def bootstrap_interval(base_reach: list[float], cfg_reach: list[float], seed: int = 0, draws: int = 2000,
-                       level: float = 0.9) -> tuple[float, float]:
-    """Percentile bootstrap over seeds (both sides resampled with replacement) of saved_fraction."""
+                       level: float = 0.9) -> tuple[float | None, float | None]:
+    """Percentile bootstrap over seeds (both sides resampled with replacement) of saved_fraction; a bound that lands
+    on a censored or undefined draw is None (percentile_bounds)."""
     rng = np.random.default_rng(seed)
     b, c = np.asarray(base_reach, float), np.asarray(cfg_reach, float)
-    stats = [saved_fraction(list(rng.choice(b, len(b))), list(rng.choice(c, len(c)))) for _ in range(draws)]
-    lo, hi = np.percentile(stats, [50 * (1 - level), 50 * (1 + level)], method="nearest")  # −inf safe
-    return float(lo), float(hi)
-
-
-def median_best(curves: list[Curve], grid: np.ndarray) -> np.ndarray:
-    """Median over seeds of the best accuracy shown by each budget in `grid`."""
-    return np.median([[c.best_by(g) for g in grid] for c in curves], axis=0)
+    stats = [saved_fraction(rng.choice(b, len(b)), rng.choice(c, len(c))) for _ in range(draws)]
+    return percentile_bounds(np.array(stats), level)
 
 
 def fraction_of_budgets_ahead(base: list[Curve], cfg: list[Curve]) -> float:
-    """Share of compute budgets (the baseline's eval points after step 0, up to the shorter range) at which the
-    config's median best-so-far accuracy is ≥ the baseline's."""
-    top = min(min(float(c.compute[-1]) for c in base), min(float(c.compute[-1]) for c in cfg))
-    grid = np.unique(np.concatenate([c.compute[1:] for c in base]))
-    grid = grid[grid <= top + 1e-9]
-    if not len(grid):
-        return float("nan")
-    return float(np.mean(median_best(cfg, grid) >= median_best(base, grid) - 1e-12))
+    """Share of the budgets of merged_grid(base + cfg) at which the config's median_curve is ≥ the baseline's."""
+    grid = merged_grid(base + cfg)
+    return _ahead(median_curve(base, grid), median_curve(cfg, grid))[0]
 
 
 def summarise_config(base: list[Curve], cfg: list[Curve], threshold: float) -> dict[str, float | list[float]]:
-    """Per config: lift, compute to reach the baseline's final accuracy, saved % with a 90% interval, budgets ahead."""
+    """Per config: lift, each run's compute to reach `threshold`, saved % (saved_fraction) with a 90% interval,
+    budgets ahead. The compute-saved numbers to report come from `compare`; this keeps the per-run description."""
     base_reach, cfg_reach = [c.reach(threshold) for c in base], [c.reach(threshold) for c in cfg]
-    saved = saved_fraction(base_reach, cfg_reach)
     lo, hi = bootstrap_interval(base_reach, cfg_reach)
-    pct = lambda x: 100 * x if np.isfinite(x) else None  # noqa: E731  (JSON has no −inf)
     return {
         "lift_median": float(np.median([c.acc[-1] - c.acc[0] for c in cfg])),
         "start_median": float(np.median([c.acc[0] for c in cfg])),
         "final_median": float(np.median([c.acc[-1] for c in cfg])),
         "reached": f"{sum(np.isfinite(cfg_reach))}/{len(cfg)}",
         "compute_to_reach_median": float(np.median(cfg_reach)),
-        "compute_saved_pct": pct(saved),
-        "compute_saved_pct_ci90": [pct(lo), pct(hi)],
+        "compute_saved_pct": _pct(saved_fraction(base_reach, cfg_reach)),
+        "compute_saved_pct_ci90": [_pct(lo), _pct(hi)],
         "budgets_ahead_fraction": fraction_of_budgets_ahead(base, cfg),
         "drawdown_median": float(np.median([c.drawdown() for c in cfg])),
         "final_compute_median": float(np.median([c.compute[-1] for c in cfg])),
