@@ -182,7 +182,8 @@ def plan(mu: float = typer.Option(..., help="measured μ = cost to generate a ba
          batch_size: Optional[int] = typer.Option(None, help="B: rollouts per optimizer step"),
          w_t: Optional[str] = typer.Option(None, "--w-t", help="generator/learner split, e.g. 5/3 or 1.67"),
          discrete: bool = typer.Option(False, help="exact mean of σ² over integer ages, not the power law")) -> None:
-    """Theorem 4.5: optimal staleness horizon x* = N/R, replay ratio y* = B/R, and the recommended N."""
+    """Theorem 4.5: optimal staleness horizon x* = N/R, replay ratio y* = B/R, the best point with N ≥ B, and the
+    best N ≥ B at a given W/T."""
     from dataclasses import asdict
 
     from replay_rl.theory import NoInteriorOptimum, plan as solve
@@ -195,10 +196,16 @@ def plan(mu: float = typer.Option(..., help="measured μ = cost to generate a ba
     except ValueError as e:
         typer.echo(f"plan: {e}", err=True)
         raise typer.Exit(2) from None
-    if result.capacity is not None and result.capacity != result.capacity_unclamped:
-        typer.echo(f"plan: x*·R = {result.capacity_unclamped} is below one batch, so N is raised to B = "
-                   f"{result.capacity}; that N implies a horizon of {result.x_at_capacity:.2f} (x* is "
-                   f"{result.x_star:.2f})", err=True)
+    r = result
+    if not r.feasible:
+        typer.echo(f"plan: Theorem 4.5's point is infeasible: x* = {r.x_star:.2f} < y* = {r.y_star:.2f} means "
+                   "N < B, a buffer smaller than one batch", err=True)
+        typer.echo(f"plan: best feasible point: x = y = {r.x_feasible:.2f} (N = B) at W/T = "
+                   f"{r.w_over_t_feasible:.2f}", err=True)
+    if r.capacity is not None and r.capacity != r.capacity_unclamped:
+        typer.echo(f"plan: at this W/T the replay ratio is y = {r.replay_ratio_at_split:.2f} and the best horizon "
+                   f"{r.x_at_split:.2f} gives N = {r.capacity_unclamped} < B, so N is raised to B = {r.capacity} "
+                   f"(horizon {r.x_at_capacity:.2f})", err=True)
     typer.echo(json.dumps(asdict(result)))
 
 
