@@ -11,8 +11,8 @@ import numpy as np
 
 @dataclass
 class SlotMeta:
-    """Per-slot metadata arrays of one Table (length = shard capacity). policy_version and advantage are views of
-    the Table's per-row scalar arrays, not copies."""
+    """Per-slot metadata arrays of one Table (length = shard capacity), plus one scalar. policy_version and
+    advantage are views of the Table's per-row scalar arrays, not copies."""
 
     alive: np.ndarray           # bool: slot holds an item
     seq: np.ndarray             # int64: insertion order (larger = fresher)
@@ -20,6 +20,7 @@ class SlotMeta:
     times_sampled: np.ndarray   # int32: reuse so far
     advantage: np.ndarray       # float32
     last_sampled: np.ndarray    # int64: consumer_version of the last sample that returned it, −1 if never
+    fresh_from_seq: int = 0     # items with seq ≥ this were inserted after the Table's previous sample call
 
 
 class Selector(Protocol):
@@ -40,15 +41,40 @@ class Freshest:
         return eligible[np.argsort(-meta.seq[eligible], kind="stable")[:n]]
 
 
+def _all_then_uniform(first: np.ndarray, rest: np.ndarray, n: int, rng: np.random.Generator) -> np.ndarray:
+    """Every slot of `first` (a uniform n-subset if it has more), then uniform over `rest` for what is left."""
+    if len(first) >= n:
+        return rng.choice(first, size=n, replace=False)
+    return np.concatenate([rng.permutation(first), rng.choice(rest, size=n - len(first), replace=False)])
+
+
 class UniformNoRepeat:
     """Fig. 18's "no replacement, at least once": never-sampled items first, the rest uniform among the used."""
 
     def select(self, meta, eligible, n, rng):
-        fresh = eligible[meta.times_sampled[eligible] == 0]
-        if len(fresh) >= n:
-            return rng.choice(fresh, size=n, replace=False)
-        used = eligible[meta.times_sampled[eligible] > 0]
-        return np.concatenate([rng.permutation(fresh), rng.choice(used, size=n - len(fresh), replace=False)])
+        used = meta.times_sampled[eligible] > 0
+        return _all_then_uniform(eligible[~used], eligible[used], n, rng)
+
+
+class LeastRecent:
+    """Fig. 18's "without replacement across steps": the n eligible items returned least recently, i.e. never
+    returned first (last_sampled = −1), then by smallest last_sampled, ties broken uniformly at random. With no
+    inserts, an item is not returned again until every other eligible item has been returned since: the buffer is
+    walked in cycles. Recency is the consumer_version, so this is exact when each call has its own version (the
+    trainer samples each shard once per learner step); calls that share a version tie."""
+
+    def select(self, meta, eligible, n, rng):
+        order = np.lexsort((rng.random(len(eligible)), meta.last_sampled[eligible]))  # random keys break ties
+        return eligible[order[:n]]
+
+
+class FreshAnchored:
+    """Every eligible item inserted since the previous sample call (seq ≥ fresh_from_seq; a uniform n-subset if
+    there are more than n), the rest of the batch uniform over the other eligible items."""
+
+    def select(self, meta, eligible, n, rng):
+        fresh = meta.seq[eligible] >= meta.fresh_from_seq
+        return _all_then_uniform(eligible[fresh], eligible[~fresh], n, rng)
 
 
 class AbsAdvantage:
@@ -68,6 +94,10 @@ def make_selector(name: str) -> Selector:
             return Uniform()
         case "uniform_no_repeat":
             return UniformNoRepeat()
+        case "least_recent":
+            return LeastRecent()
+        case "fresh_anchored":
+            return FreshAnchored()
         case "abs_advantage":
             return AbsAdvantage()
         case "freshest":

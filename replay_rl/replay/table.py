@@ -47,6 +47,9 @@ class TableStats:
     reuse_hist: list[int] = field(default_factory=lambda: [0] * HIST_BINS)      # reuse of items when evicted
     since_last_use_hist: list[int] = field(default_factory=lambda: [0] * HIST_BINS)
     age_max: int = 0
+    # share of the latest batch returned one learner step earlier too (since_last_use = 1): the trainer samples
+    # each shard once per consumer_version, which grows by 1 a step, so that step's batch is the previous batch
+    overlap_prev: float = 0.0
     # set by the shard actor, not the table: times it was restored in place, and the insert count it restored
     shard_restarts: int = 0
     restored_inserts: int = 0
@@ -67,6 +70,11 @@ class TableStats:
         n = sum(self.since_last_use_hist)
         return float(np.dot(self.since_last_use_hist, np.arange(HIST_BINS)) / n) if n else 0.0
 
+    @property
+    def overlap_prev_mean(self) -> float:
+        """overlap_prev over the run: share of every sample so far that was in its shard's previous batch."""
+        return self.since_last_use_hist[1] / self.samples if self.samples else 0.0
+
     @classmethod
     def merge(cls, parts: list["TableStats"]) -> "TableStats":
         out = cls()
@@ -78,15 +86,18 @@ class TableStats:
             for k in ("age_hist", "reuse_hist", "since_last_use_hist"):
                 setattr(out, k, [a + b for a, b in zip(getattr(out, k), getattr(p, k))])
             out.age_max = max(out.age_max, p.age_max)
+        out.overlap_prev = float(np.mean([p.overlap_prev for p in parts])) if parts else 0.0
         return out
 
     def summary(self) -> dict[str, float]:
         # inserts and samples are K_inf and K_train, which the ledger reports (k_inf, k_train): one name each.
-        # The driver logs these as buffer/*: buffer/age_mean is over every sample so far, batch/age_mean this step's
+        # The driver logs these as buffer/*: buffer/age_mean is over every sample so far, batch/age_mean this step's;
+        # buffer/overlap_prev is this step's (overlap_prev_mean, the run's, is derived from the histogram)
         return {"size": self.size,
                 "replay_ratio": self.replay_ratio, "age_mean": self.age_mean, "age_max": self.age_max,
-                "since_last_use_mean": self.since_last_use_mean, "shard_restarts": self.shard_restarts,
-                "rollouts_lost": self.rollouts_lost, **{f"evicted_{r}": v for r, v in self.evictions.items()}}
+                "since_last_use_mean": self.since_last_use_mean, "overlap_prev": self.overlap_prev,
+                "shard_restarts": self.shard_restarts, "rollouts_lost": self.rollouts_lost,
+                **{f"evicted_{r}": v for r, v in self.evictions.items()}}
 
 
 def _bump(hist: list[int], values: np.ndarray) -> None:
@@ -226,6 +237,8 @@ class Table:
         _bump(st.age_hist, ages)
         _bump(st.since_last_use_hist, since[since >= 0])
         st.age_max = max(st.age_max, int(ages.max(initial=0)))
+        st.overlap_prev = np.count_nonzero(since == 1) / max(n, 1)
+        m.fresh_from_seq = self._next_seq  # what the next call counts as inserted since this one
         self.limiter.record(samples=n)
         for s in slots:
             if self.remove_on_sample or (self.max_reuse is not None and m.times_sampled[s] >= self.max_reuse):
@@ -261,7 +274,10 @@ class Table:
         arrays |= {"meta.keys": self.keys[live], "meta.last_sampled": self.meta.last_sampled[live],
                    "meta.region": np.array([self.retention.region_of(int(s)) for s in live], np.int8)}
         st = self.stats()
-        counters = {"next_key": self._next_key, "next_seq": self._next_seq,
+        # load_state renumbers the live items' seq 0..k−1, oldest first: keep fresh_from_seq as the count of live
+        # items older than it, which is the same boundary in that numbering
+        fresh_from = int(np.searchsorted(self.meta.seq[live], self.meta.fresh_from_seq))
+        counters = {"next_key": self._next_key, "next_seq": self._next_seq, "fresh_from": fresh_from,
                     "limiter": [self.limiter.inserts, self.limiter.samples],
                     "rng": self.rng.bit_generator.state, "stats": {**st.__dict__}}
         return arrays, counters
@@ -285,6 +301,7 @@ class Table:
         if self._refs[cid] == 0:
             self._drop_chunk(cid)
         self._next_key, self._next_seq = counters["next_key"], counters["next_seq"]
+        self.meta.fresh_from_seq = counters.get("fresh_from", 0)  # snapshots older than it: no previous sample
         self.limiter.inserts, self.limiter.samples = counters["limiter"]
         self.rng.bit_generator.state = counters["rng"]
         self.stats_ = TableStats(**counters["stats"])

@@ -5,7 +5,7 @@ import pytest
 
 from replay_rl.config import ConfigError, RunConfig
 from replay_rl.replay.limits import RateLimiter
-from replay_rl.replay.table import Table, table_from_config
+from replay_rl.replay.table import Table, TableStats, table_from_config
 from tests.replay.helpers import make_batch
 
 
@@ -161,3 +161,38 @@ def test_pace_gives_generators_a_lead_the_learner_never_waits_past():
     t = table_from_config(RunConfig.load(None, ["learner.batch_size=8", "replay.capacity=8", "cluster.learners=1"]
                                          ).replay, 8, seed=0, pace=replay)
     assert isinstance(t.limiter, PacedLimiter)
+
+
+def test_overlap_prev_is_one_when_every_batch_is_the_whole_buffer():
+    t = Table.fifo(8)
+    t.insert(make_batch(8))
+    t.sample(8, 0)
+    assert t.stats().overlap_prev == 0.0                     # no previous batch
+    for v in range(1, 4):
+        t.sample(8, v)
+        assert t.stats().overlap_prev == 1.0
+    assert t.stats().overlap_prev_mean == 24 / 32 and t.stats().summary()["overlap_prev"] == 1.0
+
+
+def test_overlap_prev_is_zero_for_least_recent_with_room_for_two_batches():
+    t = Table.fifo(8, sampler="least_recent", seed=0)
+    t.insert(make_batch(8))
+    for v in range(10):
+        t.sample(4, v)
+        assert t.stats().overlap_prev == 0.0
+    assert t.stats().overlap_prev_mean == 0.0 and t.stats().since_last_use_mean == 2.0  # every item every 2 steps
+
+
+def test_overlap_prev_merges_over_shards_and_survives_a_restore():
+    whole, cycling = Table.fifo(4), Table.fifo(8, sampler="least_recent")
+    whole.insert(make_batch(4))
+    cycling.insert(make_batch(8))
+    for v in range(2):
+        whole.sample(4, v)
+        cycling.sample(4, v)
+    merged = TableStats.merge([whole.stats(), cycling.stats()])
+    assert merged.overlap_prev == 0.5                        # this step: 1.0 and 0.0, mean over shards
+    assert merged.overlap_prev_mean == 4 / 16                # the run: 4 repeats in 16 samples
+    u = Table.fifo(4)
+    u.load_state(*whole.state())
+    assert u.stats().overlap_prev == 1.0 and u.stats().overlap_prev_mean == 0.5
