@@ -25,10 +25,12 @@ class CountdownTaskConfig(_Section):
     """Combine the given numbers with + − × to reach the target; reward 1 for a valid expression."""
     numbers: int = Field(3, ge=2, le=5)
     """Difficulty knob: how many numbers must be combined."""
-    max_number: int = Field(9, ge=2, le=99)
-    """Largest number drawn; larger makes targets harder to hit."""
-    eval_size: int = Field(200, ge=1)
-    """Held-out problems for evaluation."""
+    max_number: int = Field(20, ge=2, le=99)
+    """Largest number drawn; larger makes targets harder to hit. The problem space (distinct numbers + target) at
+    3 numbers: 1386 problems at 9 (≈140 held out, eval noise σ ≈ 0.04), 15004 at 20 (≈1500 held out; solutions
+    of 5–8 characters); 4 numbers ≤ 9: 12216 (7-character solutions)."""
+    eval_size: int = Field(1000, ge=1)
+    """Held-out problems for evaluation (at most what the split holds: about a tenth of the space above)."""
 
 
 class JsonlMathTaskConfig(_Section):

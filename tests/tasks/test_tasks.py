@@ -1,9 +1,10 @@
 import json
+from pathlib import Path
 
 import numpy as np
 import pytest
 
-from replay_rl.config import ArithmeticTaskConfig, CountdownTaskConfig, JsonlMathTaskConfig
+from replay_rl.config import ArithmeticTaskConfig, CountdownTaskConfig, JsonlMathTaskConfig, RunConfig
 from replay_rl.tasks import Problem, RewardError, checked_reward, make_task
 from replay_rl.tasks.countdown import evaluate
 
@@ -32,6 +33,19 @@ def test_countdown_verifier():
     assert task.reward(p, "__import__('os')") == 0.0 and task.reward(p, "3*") == 0.0
     assert evaluate("7/2*2")[0] == 7 and evaluate("1/0") is None
     assert all(task.reward(q, task.demonstration(q)) == 1.0 for q in task.eval_problems())
+
+
+def test_countdown_config_holds_out_1000_distinct_solvable_problems():
+    cfg = RunConfig.load(Path(__file__).parents[2] / "configs" / "tiny_cpu_countdown.yaml")
+    task = make_task(cfg.task, seed=0)
+    evals = task.eval_problems()
+    keys = {q.key for q in evals}
+    assert len(keys) == len(evals) >= 1000
+    train = {q.key for q in task.sample_train(5000, np.random.default_rng(1))}
+    assert not keys & train
+    assert all(task.reward(q, task.demonstration(q)) == 1.0 for q in evals)  # solvable by construction
+    # the demonstration and its EOS fit the completion budget: 3 numbers ≤ 20 are 5–8 characters
+    assert max(len(task.demonstration(q)) for q in evals) + 1 <= cfg.generation.max_new_tokens
 
 
 def test_jsonl_math_loader_and_checker(tmp_path):
