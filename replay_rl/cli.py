@@ -80,7 +80,7 @@ def eval_(model: Optional[Path] = typer.Argument(None, help="HF model folder; de
     typer.echo(f"scoring {path}" + ("" if model else " (the run's final model)" if path == trained else
                                    " (model.path: no final_model in run.output_dir yet)"), err=True)
     backend = HFBackend(str(path), cfg.model.dtype)
-    result = evaluate_for_run(backend, load_tokenizer(path), make_task(cfg.task, cfg.run.seed), cfg, k)
+    result = evaluate_for_run(backend, load_tokenizer(path), make_task(cfg.task, cfg.task.split_seed), cfg, k)
     typer.echo(json.dumps(result))
 
 

@@ -20,7 +20,7 @@ class EvaluatorImpl:
         self.cfg = cfg
         self.backend = HFBackend(model_path, cfg.model.dtype, "cuda" if torch.cuda.is_available() else "cpu")
         self.tokenizer = load_tokenizer(model_path)
-        self.task = make_task(cfg.task, cfg.run.seed)
+        self.task = make_task(cfg.task, cfg.task.split_seed)
         self.weights = ObjectStoreSubscriber(board)
 
     def evaluate_latest(self) -> dict[str, float]:

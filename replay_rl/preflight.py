@@ -44,7 +44,7 @@ def check_task(cfg: RunConfig) -> None:
     from replay_rl.tasks import make_task
 
     try:
-        make_task(cfg.task, cfg.run.seed)
+        make_task(cfg.task, cfg.task.split_seed)
     except (ValueError, KeyError, FileNotFoundError, ImportError, RuntimeError) as e:
         raise ConfigError(str(e.args[0]) if e.args else repr(e)) from None
 

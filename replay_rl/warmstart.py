@@ -60,7 +60,7 @@ def warmstart(cfg: RunConfig, src: str | Path, out_path: str | Path, log=print) 
     torch.manual_seed(cfg.run.seed)
     backend = HFBackend(str(src))
     model, tokenizer = backend.model, load_tokenizer(src)
-    task = make_task(cfg.task, cfg.run.seed)
+    task = make_task(cfg.task, cfg.task.split_seed)
     w, g = cfg.warmstart, cfg.generation
 
     def accuracy() -> float:

@@ -12,7 +12,7 @@ def test_pass_at_k_estimator():
 
 
 def test_warmstart_lifts_accuracy_from_zero(tiny_cfg, init_model, warm_model):
-    task = make_task(tiny_cfg.task, tiny_cfg.run.seed)
+    task = make_task(tiny_cfg.task, tiny_cfg.task.split_seed)
     tok = load_tokenizer(init_model)
     kw = dict(n_problems=100, k=4, temperature=1.0, max_new_tokens=tiny_cfg.generation.max_new_tokens)
     before = evaluate(HFBackend(str(init_model)), tok, task, **kw)

@@ -9,7 +9,14 @@ from pydantic import Field
 from replay_rl.config.base import _Section
 
 
-class ArithmeticTaskConfig(_Section):
+class _TaskCommon(_Section):
+    split_seed: int = 0
+    """Seed of the train/held-out split and of the eval set. Not run.seed: every run of a study (any seed, LR or
+    buffer) and the warm start must share one held-out set, or a seed's eval problems were warm-start training data
+    and runs would be scored on different problems (seen: step-0 pass@1 0.377 / 0.405 / 0.449 for seeds 0 / 1 / 2)."""
+
+
+class ArithmeticTaskConfig(_TaskCommon):
     type: Literal["arithmetic"] = "arithmetic"
     """Integer sums (`12+34=`), reward 1 for the exact answer. The CPU testbed."""
     digits: int = Field(2, ge=1, le=6)
@@ -20,7 +27,7 @@ class ArithmeticTaskConfig(_Section):
     """Held-out problems (at most what the split holds: about 1000 for 2 digits)."""
 
 
-class CountdownTaskConfig(_Section):
+class CountdownTaskConfig(_TaskCommon):
     type: Literal["countdown"] = "countdown"
     """Combine the given numbers with + − × to reach the target; reward 1 for a valid expression."""
     numbers: int = Field(3, ge=2, le=5)
@@ -33,7 +40,7 @@ class CountdownTaskConfig(_Section):
     """Held-out problems for evaluation (at most what the split holds: about a tenth of the space above)."""
 
 
-class JsonlMathTaskConfig(_Section):
+class JsonlMathTaskConfig(_TaskCommon):
     type: Literal["jsonl_math"] = "jsonl_math"
     """Math word problems from a local file, reward 1 when the last \\boxed{} matches the answer."""
     path: str

@@ -51,7 +51,7 @@ class GeneratorImpl:
         self.cfg, self.id = cfg, generator_id
         self.backend = make_backend(cfg.generation, cfg.model, model_path)
         self.tokenizer = load_tokenizer(model_path)
-        self.task = make_task(cfg.task, cfg.run.seed)
+        self.task = make_task(cfg.task, cfg.task.split_seed)
         self.client = ReplayClient(shards)
         self.weights = make_weight_sync(cfg.sync, "subscriber", board)
         self.params = sampling_params(cfg.generation)
