@@ -23,14 +23,15 @@ SMOLLM2_135M = dict(hidden_size=576, num_hidden_layers=30, num_attention_heads=9
                     intermediate_size=1536, vocab_size=49152, max_position_embeddings=2048)
 
 
-def one_budget(rollouts: int, tokens: int, budget: int | None) -> dict:
+def one_budget(rollouts: int, tokens: int, budget: int | None, chunk: int | None) -> dict:
     import numpy as np
     import torch
     from transformers import LlamaConfig, LlamaForCausalLM
 
     from replay_rl.config import GrpoLossConfig
     from replay_rl.learner.batching import micro_batches, to_learner_inputs
-    from replay_rl.learner.losses import grpo_loss, token_logprobs
+    from replay_rl.learner.logprobs import final_hidden_states, token_logprobs
+    from replay_rl.learner.losses import grpo_loss
     from replay_rl.rollout import Rollout, RolloutBatch
 
     torch.set_num_threads(2)
@@ -48,29 +49,37 @@ def one_budget(rollouts: int, tokens: int, budget: int | None) -> dict:
     n_tokens = float(np.diff(batch.completion_offsets).sum())
     for rows in parts:
         inp = to_learner_inputs(batch.take(rows), 0, "cpu", n_tokens, float(len(batch)))
-        logp, _ = token_logprobs(model(input_ids=inp.input_ids, attention_mask=inp.attention_mask).logits, inp.input_ids)
+        hidden = final_hidden_states(model, model.lm_head, inp.input_ids, inp.attention_mask)
+        logp, _ = token_logprobs(hidden, model.lm_head, inp.input_ids, chunk, mask=inp.loss_mask)
         loss, _ = grpo_loss(GrpoLossConfig(), logp, inp)
         loss.backward()
     peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
-    return {"micro_batch_tokens": budget, "micro_batches": len(parts), "peak_rss_gib": peak / 2**20,
-            "step_extra_gib": (peak - before) / 2**20, "seconds": time.perf_counter() - t0}
+    return {"micro_batch_tokens": budget, "logprob_chunk_tokens": chunk, "micro_batches": len(parts),
+            "peak_rss_gib": peak / 2**20, "step_extra_gib": (peak - before) / 2**20,
+            "seconds": time.perf_counter() - t0}
 
 
 def main() -> None:
+    from replay_rl.config import LearnerConfig
+
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--rollouts", type=int, default=8)
     ap.add_argument("--tokens", type=int, default=256, help="prompt + completion tokens per rollout")
     ap.add_argument("--budgets", default="none,1024,512,256")
+    ap.add_argument("--logprob-chunk", default=str(LearnerConfig().logprob_chunk_tokens),
+                    help="learner.logprob_chunk_tokens (default: the learner's), or none: one lm_head call")
     ap.add_argument("--out", default="runs/bench/learner_memory")
     ap.add_argument("--one", help=argparse.SUPPRESS)
     args = ap.parse_args()
     if args.one is not None:
-        print(json.dumps(one_budget(args.rollouts, args.tokens, None if args.one == "none" else int(args.one))))
+        chunk = None if args.logprob_chunk == "none" else int(args.logprob_chunk)
+        print(json.dumps(one_budget(args.rollouts, args.tokens, None if args.one == "none" else int(args.one), chunk)))
         return
     rows = []
     for b in args.budgets.split(","):
         proc = subprocess.run([sys.executable, __file__, "--rollouts", str(args.rollouts), "--tokens", str(args.tokens),
-                               "--one", b], capture_output=True, text=True, check=True)
+                               "--logprob-chunk", args.logprob_chunk, "--one", b],
+                              capture_output=True, text=True, check=True)
         rows.append(json.loads(proc.stdout.strip().splitlines()[-1]))
         print(f"budget {b}: {rows[-1]['micro_batches']} micro-batches, peak {rows[-1]['peak_rss_gib']:.2f} GiB",
               file=sys.stderr, flush=True)

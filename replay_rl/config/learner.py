@@ -65,6 +65,11 @@ class LearnerConfig(_Section):
     Lower bounds activation memory and costs more passes. None: the whole rank batch in one pass."""
     activation_checkpointing: bool = False
     """Recompute activations in backward instead of keeping them: less memory for about a third more compute."""
+    logprob_chunk_tokens: int | None = Field(1024, ge=1)
+    """Completion positions per lm_head call when taking log π and entropy (learner/logprobs.py): the fp32 logits
+    held at once are this × vocabulary, in forward and backward, never the whole batch's; backward recomputes each
+    chunk's lm_head product (one more per token). None: one call over all positions, logits kept for backward:
+    fastest while batch × vocabulary fits."""
 
 
 class _SyncCommon(_Section):

@@ -19,7 +19,8 @@ import torch
 from replay_rl.config import RunConfig
 from replay_rl.learner.agreement import Mismatch
 from replay_rl.learner.batching import MicroStats, micro_batches, to_learner_inputs
-from replay_rl.learner.losses import make_loss, token_logprobs
+from replay_rl.learner.logprobs import final_hidden_states, token_logprobs
+from replay_rl.learner.losses import LearnerInputs, make_loss
 from replay_rl.models import load_model, load_tokenizer, save_model_folder
 from replay_rl.rollout import RolloutBatch
 from replay_rl.sync.buckets import Bucket, plan_buckets
@@ -95,13 +96,11 @@ class LearnerEngine:
         own_tokens, rollouts = float(np.diff(batch.completion_offsets).sum()), float(len(batch))
         tokens = self._token_norm(own_tokens)
         loss_sum, entropy_sum, acc, gap = 0.0, 0.0, MicroStats(), Mismatch()
-        g = self.cfg.generation
         fresh = np.zeros(len(batch), bool) if fresh is None else fresh
         for i, rows in enumerate(parts):
             inp = to_learner_inputs(batch.take(rows), self.pad_id, self.device, tokens, rollouts)
             self.engine.set_gradient_accumulation_boundary(i == len(parts) - 1)  # reduce and step on the last
-            logits = self.engine(input_ids=inp.input_ids, attention_mask=inp.attention_mask).logits
-            logp, entropy = token_logprobs(logits, inp.input_ids, g.temperature, g.top_p)
+            logp, entropy = self._logprobs(inp)
             loss, stats = self.loss_fn(logp, inp)
             self.engine.backward(loss)
             loss_sum += loss.item()
@@ -115,6 +114,13 @@ class LearnerEngine:
                                "grad_norm": float(grad_norm) if grad_norm is not None else float("nan"),
                                "micro_batches": len(parts),
                                "rank_busy_s": self.busy_s}  # cumulative, this rank; the ledger sums ranks
+
+    def _logprobs(self, inp: LearnerInputs) -> tuple[torch.Tensor, torch.Tensor]:
+        """log π_θ and entropy at the completion targets, a learner.logprob_chunk_tokens chunk at a time."""
+        head, g = self.engine.module.get_output_embeddings(), self.cfg.generation
+        hidden = final_hidden_states(self.engine, head, inp.input_ids, inp.attention_mask)
+        return token_logprobs(hidden, head, inp.input_ids, self.cfg.learner.logprob_chunk_tokens, g.temperature,
+                              g.top_p, inp.loss_mask)
 
     def _token_norm(self, tokens: float) -> float:
         """The token count a rank divides its loss by: its own, or for global_token_mean the mean over ranks (so

@@ -40,21 +40,11 @@ def processed_logits(logits: torch.Tensor, temperature: float = 1.0, top_p: floa
     logits = logits.float() / temperature
     if top_p >= 1.0:
         return logits
-    sorted_logits, order = torch.sort(logits, dim=-1)
-    drop = sorted_logits.softmax(-1).cumsum(-1) <= 1 - top_p
-    drop[..., -1] = False
+    with torch.no_grad():  # the nucleus is a mask: no gradient flows through the sort
+        sorted_logits, order = torch.sort(logits, dim=-1)
+        drop = sorted_logits.softmax(-1).cumsum(-1) <= 1 - top_p
+        drop[..., -1] = False
     return logits.masked_fill(drop.scatter(-1, order, drop), -1e4)
-
-
-def token_logprobs(logits: torch.Tensor, input_ids: torch.Tensor, temperature: float = 1.0,
-                   top_p: float = 1.0) -> tuple[torch.Tensor, torch.Tensor]:
-    """(B, L, V) logits → (B, L−1) log π(target) and (B, L−1) entropy (no grad) of each predicting position,
-    under generation's processing (temperature, top-p), so that on fresh rollouts π_θ equals the behaviour."""
-    logp_all = torch.log_softmax(processed_logits(logits[:, :-1], temperature, top_p), dim=-1)
-    logp = logp_all.gather(-1, input_ids[:, 1:].unsqueeze(-1)).squeeze(-1)
-    with torch.no_grad():
-        entropy = -(logp_all.exp() * logp_all).sum(-1)
-    return logp, entropy
 
 
 def _masked_mean(x: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:

@@ -74,7 +74,7 @@ def test_stepping_with_a_callback_keeps_every_group_whole(backend, warm_model):
 def test_tempered_nucleus_logprobs_are_what_the_learner_recomputes(backend, warm_model):
     """At temperature 0.7 and top_p 0.9 the stored log-prob is the token's under the distribution it was drawn
     from, and the learner's π_θ (token_logprobs with the same processing) gives the same: ratio 1 on fresh data."""
-    from replay_rl.learner.losses import token_logprobs
+    from replay_rl.learner.logprobs import final_hidden_states, token_logprobs
 
     reference = HFBackend(warm_model[0])
     prompts = prompts_for(warm_model[0])
@@ -82,9 +82,10 @@ def test_tempered_nucleus_logprobs_are_what_the_learner_recomputes(backend, warm
     for prompt, group in zip(prompts, backend.generate(prompts, SamplingParams(0.7, 0.9, 8, 8))):
         for c in group:
             ids = torch.tensor(np.concatenate([prompt, c.token_ids]), dtype=torch.long)[None]
+            head = reference.model.get_output_embeddings()
             with torch.no_grad():
-                logits = reference.model(ids).logits
-            learner = token_logprobs(logits, ids, 0.7, 0.9)[0][0, len(prompt) - 1:].numpy()
+                hidden = final_hidden_states(reference.model, head, ids, torch.ones_like(ids))
+                learner = token_logprobs(hidden, head, ids, 4, 0.7, 0.9)[0][0, len(prompt) - 1:].numpy()
             assert np.allclose(c.logprobs, learner, atol=1e-4), (c.logprobs, learner)
             assert np.allclose(np.exp(learner - c.logprobs), 1.0, atol=1e-3)
             raw_gap = max(raw_gap, float(np.abs(c.logprobs - teacher_forced_logprobs(reference.model, prompt,
