@@ -17,7 +17,10 @@ CORE = ["replay_rl.config", "replay_rl.rollout", "replay_rl.replay.selectors", "
         "replay_rl.generation.backend", "replay_rl.config_errors", "replay_rl.study",
         # what the GPU check runs on a machine that has no Ray (cluster/gpu_check.py)
         "replay_rl.learner.engine", "replay_rl.sync.base", "replay_rl.sync.buckets", "replay_rl.generation.hf",
-        "replay_rl.models"]
+        "replay_rl.models",
+        # the probe runs in one process: no Ray, no DeepSpeed (probe/run.py)
+        "replay_rl.probe.estimators", "replay_rl.probe.recommend", "replay_rl.probe.report",
+        "replay_rl.probe.run"]
 
 
 @pytest.mark.parametrize("path", sorted(PACKAGE.rglob("*.py")), ids=lambda p: str(p.relative_to(ROOT)))

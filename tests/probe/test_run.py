@@ -1,0 +1,37 @@
+"""`replay-rl probe` end to end on the warm-started tiny model, with a tiny budget."""
+
+import json
+import math
+
+from typer.testing import CliRunner
+
+from replay_rl.cli import app
+
+
+def test_probe_writes_its_files_with_finite_constants(warm_model, tiny_cfg, tmp_path):
+    path, _ = warm_model
+    out = tmp_path / "probe"
+    # B = 32 at the emulated (5,3), μ = 5.28: R = 10.1 rollouts a step, at least one group of 8 every version
+    res = CliRunner().invoke(app, ["probe", "-s", f"model.path={path}", "-s", "learner.batch_size=32", "-s",
+                                   "replay.capacity=32", "-s", "generation.group_size=8", "--horizon", "4",
+                                   "--points", "2", "--every", "2", "--fresh-groups", "3", "--out", str(out),
+                                   "--time-limit", "120"])
+    assert res.exit_code == 0, res.output
+    data = json.loads((out / "probe.json").read_text())
+    assert (out / "sigma2.png").stat().st_size > 0
+    for key in ("mu", "alpha", "rho"):
+        assert all(math.isfinite(data[key][k]) for k in ("value", "lo", "hi")), data[key]
+    assert data["mu"]["source"].startswith("emulated") and data["mu"]["value"] == 5.28
+    assert [s["age"] for s in data["sigma2"]] == list(range(5))
+    assert all(s["value"] > 0 for s in data["sigma2"])
+    rec = data["recommendation"]
+    assert rec["at_config_split"]["capacity"] >= 32 and rec["paste_valid"] is True
+    assert "-s replay.capacity=" in res.output and "-s learner.lr=" in res.output
+    assert len(data["run"]["probe_points"]) == 2
+
+
+def test_probe_that_cannot_fit_one_point_is_one_line_and_exit_1(warm_model, tmp_path):
+    path, _ = warm_model
+    res = CliRunner().invoke(app, ["probe", "-s", f"model.path={path}", "--out", str(tmp_path), "--time-limit", "5"])
+    assert res.exit_code == 1
+    assert "no probe point finished" in res.output and "Traceback" not in res.output
