@@ -16,6 +16,8 @@ class EmulatedClusterConfig(_Section):
     counted in trainer-step equivalents, (K_train + μ·K_inf)/B. This is a cost model, not a measurement: μ comes
     from the paper (5.28 for Qwen2.5-7B, 6.84 for Qwen3-0.6B) or from `benchmarks/mu_regimes.py` on your GPUs.
     The emulated W and T are a ratio for pacing and accounting; they need not equal cluster.generators/learners.
+    Generators see the learner only through published weights, so with sync.every_steps = k each publish lets them
+    generate for the k steps up to the next. A setting whose pace could stall is refused at load (pace_check.py).
     """
 
     mu: float = Field(gt=0, allow_inf_nan=False)

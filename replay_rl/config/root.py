@@ -22,6 +22,7 @@ from replay_rl.config.replay import FifoReplayConfig, ReplayConfig
 from replay_rl.config.tasks import ArithmeticTaskConfig, TaskConfig
 from replay_rl.config_errors import ConfigError, apply_override, format_validation_error, parse_yaml
 from replay_rl.replay.limit_check import LimitSetting, rate_limit_problem, shard_setting, smallest_safe_tolerance
+from replay_rl.replay.pace_check import pace_problem
 
 
 class RunConfig(_Section):
@@ -58,6 +59,8 @@ class RunConfig(_Section):
             raise ValueError("replay.rate_limit: cluster.emulate derives the replay ratio (μ·T/W) and paces generation "
                              "itself; remove replay.rate_limit or cluster.emulate")
         if self.replay.rate_limit and (problem := rate_limit_problem(self.rate_limit_setting(), self.replay.max_reuse)):
+            raise ValueError(problem)
+        if c.emulate is not None and (problem := pace_problem(self)):  # decided by walking its states (pace_check)
             raise ValueError(problem)
         if self.sync.type == "nccl" and self.replay.rate_limit is not None:
             # a generator blocked in a rate-limited insert cannot join the broadcast rank 0 is waiting in

@@ -16,6 +16,7 @@ from replay_rl.evaluation import encode_prompts
 from replay_rl.generation.backend import make_backend, sampling_params
 from replay_rl.models import load_tokenizer
 from replay_rl.replay.client import ReplayClient
+from replay_rl.replay.limits import call_number, route
 from replay_rl.replay.shard import pace_for
 from replay_rl.rollout import Rollout, RolloutBatch, group_advantages
 from replay_rl.sync.base import load_if_newer
@@ -100,10 +101,10 @@ class GeneratorImpl:
     def wait_for_budget(self) -> bool:
         """Emulated cluster: wait (picking up new weights) until the pace budget reaches this generator's next call,
         so rollouts are generated just before they are owed, from the newest weights. False once stopped."""
-        # calls are dealt round-robin: this generator's next call is call number calls·W + id of all generators',
-        # and may start while its first rollout is within the budget (so the W of them overshoot by < one call)
-        first = (self._calls * self.cfg.cluster.generators + self.id) * self.cfg.generation.rollouts_per_call
-        while self.pace is not None and not self._stop and first >= self.pace.budget(self.backend.version):
+        call = call_number(self.id, self._calls, self.cfg.cluster.generators)
+        per_call = self.cfg.generation.rollouts_per_call
+        while self.pace is not None and not self._stop and not self.pace.may_start(call, per_call,
+                                                                                      self.backend.version):
             time.sleep(0.005)
             self.refresh_weights()
         return not self._stop
@@ -112,6 +113,9 @@ class GeneratorImpl:
         """One backend call: prompts_per_call groups of G rollouts, scored and inserted. Returns rollouts made."""
         if not self.wait_for_budget():
             return 0
+        # this call's deal over shards: the one the pace owes each shard by (limits.route)
+        owner = route(self.id, self._calls, self.cfg.cluster.generators, self.cfg.generation.rollouts_per_call,
+                      self.cfg.cluster.learners)
         self._calls += 1
         self.refresh_weights()
         problems = self.task.sample_train(self.cfg.generation.prompts_per_call, self.rng)
@@ -131,7 +135,7 @@ class GeneratorImpl:
                 rollouts.append(Rollout(prompt, c.token_ids, c.logprobs, float(r), float(a), base,
                                         bool(r >= self.task.correct_threshold), gid, min(version_before, c.version),
                                         c.version, version_before, self.id, c.finish))
-        self.client.insert(RolloutBatch.from_rollouts(rollouts))
+        self.client.insert(RolloutBatch.from_rollouts(rollouts), owner)
         self._rollouts += len(rollouts)
         return len(rollouts)
 

@@ -1,5 +1,5 @@
 """ReplayClient: what generators use to insert and learners use to sample. Routes each rollout to exactly one
-shard, round-robin across calls so shards fill evenly; inserts are non-blocking with a bounded in-flight window."""
+shard, as the caller deals it or round-robin; inserts are non-blocking with a bounded in-flight window."""
 
 from __future__ import annotations
 
@@ -32,11 +32,16 @@ class ReplayClient:
         self._seen = [(0, 0)] * len(shards)
         self._lost = 0
 
-    def insert(self, batch: RolloutBatch) -> None:
-        """Queue `batch` for insertion; blocks only when max_in_flight inserts are outstanding (backpressure)."""
+    def insert(self, batch: RolloutBatch, owner: np.ndarray | None = None) -> None:
+        """Queue `batch` for insertion; blocks only when max_in_flight inserts are outstanding (backpressure).
+        owner: each row's shard (a generator's call passes limits.route, the deal the pace owes shards by);
+        None: this client's own round-robin."""
         n, t = len(batch), len(self.shards)
-        owner = (self._next + np.arange(n)) % t
-        self._next = int((self._next + n) % t)
+        if owner is None:
+            owner = (self._next + np.arange(n)) % t
+            self._next = int((self._next + n) % t)
+        elif len(owner) != n:  # a backend that returned more or fewer completions than a call makes
+            raise ValueError(f"insert: {len(owner)} shards dealt for a batch of {n} rollouts")
         for s in range(t):
             rows = np.flatnonzero(owner == s)
             if len(rows):

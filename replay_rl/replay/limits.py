@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import numpy as np
+
 
 class RateLimiter:
     """Reverb's SampleToInsertRatio. error = inserts·samples_per_insert − samples must stay within ±tolerance:
@@ -64,42 +66,78 @@ class Pace:
     """The emulated cluster's schedule (cluster.emulate): generation runs at R = B / replay_ratio rollouts per
     learner step, never more than `lead_steps` steps ahead of the learner, and the learner takes no step before
     that step's R rollouts exist (so, like a GPU cluster at steady state, every step sees R fresh ones). Both
-    sides read the same two functions of the learner version, so they cannot wait on each other:
-    budget(v) − required(v) = min(R·(lead_steps − 1), N − B) ≥ 0: generators may always produce what is required.
+    sides read the same functions of the learner version, so they cannot wait on each other:
+    budget(v) ≥ required(v') for every v' the learner reaches before it next publishes, and every shard's owed
+    count is its deal of those required rollouts (see owed; pace_check.py explores the states this reaches).
 
     fill: rollouts needed before the first step can sample a batch: B − R for a buffer that keeps what it
     returns (so budget(0) with lead 1 is exactly B), 0 for a consume-once queue (R = B there anyway).
+    publish_every: sync.every_steps; generators see the learner's progress only through published weights.
     """
 
     def __init__(self, batch_size: int, replay_ratio: float, lead_steps: int, consumes_once: bool,
-                 capacity: int) -> None:
+                 capacity: int, publish_every: int = 1) -> None:
         self.rollouts_per_step = batch_size / replay_ratio
         self.fill = 0.0 if consumes_once else max(0.0, batch_size - self.rollouts_per_step)
+        self.publish_every = publish_every
         # the lead must fit in the buffer beside one batch, or FIFO evicts rollouts before their first use and the
         # learner, owed nothing new, samples the same ones again: a buffer of N = B runs in strict turns
         self.lead = min(self.rollouts_per_step * (lead_steps - 1), float(capacity - batch_size))
 
-    def budget(self, version: int) -> float:
-        """Rollouts all generators together may have started once the learner published `version`."""
-        return self.required(version) + self.lead
+    def budget(self, version):
+        """Rollouts all generators together may have started once the learner published `version`: what the
+        learner needs up to its next publish (it sees no newer weights before), plus the lead."""
+        return self.required(version + self.publish_every - 1) + self.lead
 
-    def required(self, version: int) -> float:
+    def required(self, version):
         """Rollouts that must have been inserted before the learner updates weights of `version`."""
         return self.fill + self.rollouts_per_step * (version + 1)
 
+    def may_start(self, call, rollouts_per_call: int, version):
+        """Backend call number `call` (call_number) may start while its first rollout is within the budget, so
+        the calls made are always a prefix 0..M−1 of the numbering, and together overshoot by < one call."""
+        return call * rollouts_per_call < self.budget(version)
+
+    def owed(self, shard, shards: int, version):
+        """Shard `shard`'s deal (route) of the first ⌈required(version)⌉ rollouts: what it must hold before the
+        learner updates `version`. The calls may_start allows cover that prefix of the stream, so each shard is
+        always paid: dealt_to only grows with the prefix. (Owing ⌊required/T⌋ to every shard instead left a
+        shard one short, for ever, when its calls' deal favoured the others: seen as a stall at step 15.)"""
+        # − 1e-9: float sums such as (B − R) + R land a hair above B, which would owe one rollout more
+        return dealt_to(shard, np.ceil(self.required(version) - 1e-9).astype(np.int64), shards)
+
+
+def call_number(generator_id, calls_made, generators: int):
+    """Backend calls are dealt round-robin: generator g's k-th call (k from 0) is call k·W + g of all of them."""
+    return calls_made * generators + generator_id
+
+
+def route(generator_id, calls_made, generators: int, rollouts_per_call: int, shards: int) -> np.ndarray:
+    """The shard of each rollout of generator g's next call (arrays of g and k give one row per call): rollout j
+    is rollout call_number·rpc + j of one stream of every generator's rollouts, dealt round-robin over shards.
+    Any prefix of calls is then an even deal whichever generator made them, so owed can be that deal; dealing
+    each generator's calls from shard 0 on its own left a shard short when T does not divide the rollouts."""
+    first = np.asarray(call_number(generator_id, calls_made, generators)) * rollouts_per_call
+    return (first[..., None] + np.arange(rollouts_per_call)) % shards
+
+
+def dealt_to(shard, rollouts, shards: int):
+    """How many of the stream's first `rollouts` route deals to `shard`: those numbered shard, shard + T, ..."""
+    return np.maximum(0, (rollouts - shard + shards - 1) // shards)
+
 
 class PacedLimiter:
-    """A shard's side of a Pace: sampling for consumer_version v waits until this shard holds its share of
+    """A shard's side of a Pace: sampling for consumer_version v waits until this shard holds its deal of
     Pace.required(v); inserts never wait (generators are paced before they generate, so nothing stale queues)."""
 
-    def __init__(self, pace: Pace, shards: int) -> None:
-        self.pace, self.shards = pace, shards
+    def __init__(self, pace: Pace, shard: int, shards: int) -> None:
+        self.pace, self.shard, self.shards = pace, shard, shards
         self.inserts = 0
         self.samples = 0
 
     def owed(self, consumer_version: int) -> int:
-        """This shard's share of the rollouts the schedule owes the learner before it updates `consumer_version`."""
-        return int(self.pace.required(consumer_version) / self.shards)
+        """This shard's deal of the rollouts the schedule owes the learner before it updates `consumer_version`."""
+        return int(self.pace.owed(self.shard, self.shards, consumer_version))
 
     def can_sample(self, n: int, consumer_version: int = 0) -> bool:
         return self.inserts >= self.owed(consumer_version)

@@ -164,7 +164,8 @@ def pace_for(cfg: RunConfig) -> Pace | None:
     e, ratio = cfg.cluster.emulate, cfg.target_replay_ratio
     if e is None or ratio is None:
         return None
-    return Pace(cfg.learner.batch_size, ratio, e.lead_steps, cfg.consumes_once, cfg.replay.capacity)
+    return Pace(cfg.learner.batch_size, ratio, e.lead_steps, cfg.consumes_once, cfg.replay.capacity,
+                cfg.sync.every_steps)
 
 
 def shard_dir(root: str | Path, shard_id: int) -> Path:

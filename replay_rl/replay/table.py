@@ -315,7 +315,7 @@ def table_from_config(cfg: ReplayConfig, capacity: int, *, seed: int,
     `tolerance`: the rate limit's band when the config derives it (RunConfig.rate_limit_tolerance)."""
     limiter = None
     if pace is not None:
-        limiter = PacedLimiter(pace, key_stride)
+        limiter = PacedLimiter(pace, key_offset, key_stride)  # shard key_offset of key_stride
     elif cfg.rate_limit is not None:
         r = cfg.rate_limit
         limiter = RateLimiter(r.samples_per_insert, tolerance or r.tolerance, r.min_size_to_sample)

@@ -153,11 +153,17 @@ def test_pace_gives_generators_a_lead_the_learner_never_waits_past():
     assert once.fill == 0 and once.budget(3) == 128 * 5 and once.required(3) == 128 * 4
     tight = Pace(batch_size=128, replay_ratio=3.2, lead_steps=2, consumes_once=False, capacity=128)
     assert tight.budget(5) == tight.required(5)  # N = B: no room for a lead, generation and learning take turns
-    shard = PacedLimiter(replay, shards=2)       # each of 2 shards is owed half
+    shard = PacedLimiter(replay, shard=0, shards=2)  # each of 2 shards is owed its half of the deal
     shard.record(inserts=103)                    # version 2 is owed (88 + 3·40) / 2 = 104
     assert shard.can_sample(64, consumer_version=2) is False and "owed to this shard" in shard.why_blocked(2)
     shard.record(inserts=1)
     assert shard.can_sample(64, consumer_version=2) and shard.can_insert(10**6)
+    # an odd count is dealt from shard 0: rollouts 0, 3, 6, ... of the stream go to shard 0 of 3
+    third = Pace(batch_size=129, replay_ratio=129 / 40.5, lead_steps=1, consumes_once=False, capacity=129)
+    assert [PacedLimiter(third, i, 3).owed(0) for i in range(3)] == [43, 43, 43]    # ⌈129⌉ = 43 each
+    assert [PacedLimiter(third, i, 3).owed(1) for i in range(3)] == [57, 57, 56]    # ⌈169.5⌉ = 170
+    every2 = Pace(batch_size=128, replay_ratio=3.2, lead_steps=1, consumes_once=False, capacity=128, publish_every=2)
+    assert every2.budget(0) == every2.required(1)  # weights come every 2 steps: enough for both of them
     t = table_from_config(RunConfig.load(None, ["learner.batch_size=8", "replay.capacity=8", "cluster.learners=1"]
                                          ).replay, 8, seed=0, pace=replay)
     assert isinstance(t.limiter, PacedLimiter)

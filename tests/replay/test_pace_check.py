@@ -1,0 +1,120 @@
+"""Tier 0: the emulated pace cannot stall. The checker (pace_check) walks the states the real rules reach; it must
+find no stall on the issue's grid, refuse a consume-once queue too small for its pace with a capacity that works,
+and agree with real Tables driven by the real generator rules under random interleavings."""
+
+import math
+
+import numpy as np
+import pytest
+
+from replay_rl.config import ConfigError, RunConfig
+from replay_rl.replay.limits import PacedLimiter, call_number, route
+from replay_rl.replay.pace_check import PaceSetting, find_stall, pace_setting, smallest_safe_capacity
+from replay_rl.replay.table import Table
+from tests.replay.helpers import make_batch
+
+RATIO = 5.28 * 3 / 5  # the default emulated cluster (μ = 5.28, W = 5, T = 3): R = B / 3.168, never whole
+
+
+def grid(consumes_once: bool, generators=range(1, 9), publish_every=(1,)):
+    """W, T ∈ 1..8, rollouts per call ∈ {8, 16, 32, 48}, N ∈ {B, B + 1, 2B}, every lead. B ≈ 48, a multiple of T:
+    the check sweeps every whole owed count over a period of the deal, so B matters only through fill and the lead
+    (N − B), and a B this size already makes calls overshoot the budget by every amount below a call."""
+    for w in generators:
+        for t in range(1, 9):
+            b = t * round(48 / t)
+            ratio = 1.0 if consumes_once else RATIO
+            for rpc in (8, 16, 32, 48):
+                for n in (b, b + 1, 2 * b):
+                    # lead_steps 1 and 2 (the default) always; then up to the first whose lead reaches N − B
+                    for lead_steps in range(1, max(2, math.ceil((n - b) * ratio / b) + 1) + 1):
+                        for k in publish_every:
+                            yield PaceSetting(w, t, b, n, rpc, ratio, lead_steps, consumes_once, k)
+
+
+def test_the_reported_split_no_longer_stalls():
+    # stopped at step 15 before: "shard 2: 232 inserted < 233 owed ... by learner version 14"
+    cfg = RunConfig.load(None, ["cluster.generators=5", "cluster.learners=3", "learner.batch_size=129",
+                                "replay.capacity=129"])
+    assert find_stall(pace_setting(cfg)) is None
+    assert find_stall(PaceSetting(2, 3, 129, 129, 32, RATIO, 2, False)) is None  # stalled at step 154 before
+
+
+def test_no_keep_all_setting_on_the_grid_can_stall():
+    settings = list(grid(consumes_once=False))
+    assert len(settings) == 2304
+    assert [(s, stall) for s in settings if (stall := find_stall(s))] == []
+
+
+def test_publishing_every_few_steps_cannot_stall_a_keep_all_buffer():
+    # generators see the learner only through published weights: their budget covers every step until the next
+    settings = list(grid(consumes_once=False, generators=(1, 3, 5, 8), publish_every=(2, 3)))
+    assert [(s, stall) for s in settings if (stall := find_stall(s))] == []
+
+
+def test_a_consume_once_queue_too_small_for_its_pace_is_refused_with_a_capacity_that_works():
+    stalls = [(s, st) for s in grid(consumes_once=True, generators=(1, 2, 5)) if (st := find_stall(s))]
+    assert stalls and all(st.holds < s.batch_size // s.shards for s, st in stalls)  # eviction, never an owed count
+    for s, _ in stalls[::max(1, len(stalls) // 12)]:
+        fix = smallest_safe_capacity(s)
+        assert fix is not None and fix % s.shards == 0
+        assert find_stall(PaceSetting(**{**s.__dict__, "capacity": fix})) is None
+
+
+@pytest.mark.parametrize("overrides, message", [
+    (["replay.type=lifo_once", "replay.capacity=128", "sync.every_steps=2"],
+     r"replay.capacity: 128 stalls the emulated pace at step 2 \(shard 0: .* 0 eligible of the 64 .*capacity ≥ 256"),
+    (["replay.type=lifo_once", "learner.batch_size=32", "replay.capacity=32", "cluster.learners=1",
+      "generation.prompts_per_call=3"], r"stalls the emulated pace at step 3 .*evicts rollouts.*capacity ≥ "),
+])
+def test_config_refuses_a_pace_that_stalls_in_one_line(overrides, message):
+    with pytest.raises(ConfigError, match=message) as e:
+        RunConfig.load(None, overrides)
+    assert "\n" not in str(e.value)
+    fix = int(str(e.value).rsplit("≥ ", 1)[1])
+    RunConfig.load(None, [*overrides, f"replay.capacity={fix}"])  # the capacity it names is accepted
+
+
+def real_run(s: PaceSetting, versions: int, rng: np.random.Generator | None) -> int | None:
+    """Drive real Tables with the real generator rules (may_start, call_number, route): generators make the calls
+    the budget of the published version allows, in a random order with the learner's samples (rng), or all before
+    each sample (rng None: the checker's worst order). Returns the version where both sides wait, or None."""
+    t, n, pace = s.shards, s.batch_size // s.shards, s.pace()
+    make = Table.lifo_once if s.consumes_once else Table.fifo
+    tables = [make(s.capacity // t, limiter=PacedLimiter(pace, i, t)) for i in range(t)]
+    chunks = {k: make_batch(k) for k in range(1, s.rollouts_per_call + 1)}
+    made, v = [0] * s.generators, 0
+    while v < versions:
+        published = v - v % s.publish_every
+        ready = [g for g in range(s.generators) if pace.may_start(call_number(g, made[g], s.generators),
+                                                                  s.rollouts_per_call, published)]
+        learner = all(tb.can_sample(n, v) for tb in tables)
+        if not ready and not learner:
+            return v
+        if ready and (rng is None or not learner or rng.random() < 0.5):
+            g = ready[0] if rng is None else ready[rng.integers(len(ready))]
+            owner = route(g, made[g], s.generators, s.rollouts_per_call, t)
+            for i, tb in enumerate(tables):
+                if (k := int((owner == i).sum())):
+                    tb.insert(chunks[k])
+            made[g] += 1
+        else:
+            for tb in tables:
+                tb.sample(n, v)
+            v += 1
+    return None
+
+
+def test_the_checker_agrees_with_real_tables():
+    rng = np.random.default_rng(0)
+    pool = [*grid(False, generators=(2, 5)), *grid(True, generators=(2, 5), publish_every=(1, 2))]
+    seen = {True: 0, False: 0}
+    for i in rng.choice(len(pool), 40, replace=False):
+        s = pool[i]
+        stall = find_stall(s)
+        if stall is None:
+            assert real_run(s, 30, rng) is None, s
+        elif stall.version == int(stall.version):  # a stall of this very setting: the worst order reaches it
+            assert real_run(s, int(stall.version) + 1, None) == stall.version, s
+        seen[stall is None] += 1
+    assert seen[True] and seen[False]  # both verdicts were cross-checked
