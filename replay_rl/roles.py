@@ -18,7 +18,7 @@ from replay_rl.config import RunConfig
 from replay_rl.evaluator import Evaluator
 from replay_rl.generation.generator import Generator, calls_dealt
 from replay_rl.learner.agreement import agreement_problem
-from replay_rl.learner.group import LearnerGroup
+from replay_rl.learner.group import LearnerGroup, await_start
 from replay_rl.replay.client import ReplayClient, create_shards
 from replay_rl.replay.table import TableStats
 from replay_rl.sync.object_store import WeightBoard
@@ -285,13 +285,25 @@ def build(cfg: RunConfig, model_path: str, run_restarts: int = 0) -> Roles:
     learners = LearnerGroup(cfg, model_path, shards, board, eval_board)
     generators = [spawn_generator(cfg, i, model_path, shards, board) for i in range(c.generators)]
     if cfg.sync.type == "nccl":  # rank 0 of the learners + every generator form one broadcast group
-        host, port = ray.get(learners.ranks[0].address.remote())
-        world = c.generators + 1
-        ray.get([learners.ranks[0].join_weight_group.remote(host, port, world),
-                 *[g.join_weight_group.remote(host, port, i + 1, world) for i, g in enumerate(generators)]])
+        try:
+            join_weight_group(cfg, learners, generators)
+        except BaseException:
+            for g in generators:
+                ray.kill(g)
+            learners.shutdown()
+            raise
     evaluator = Evaluator.options(num_cpus=0).remote(cfg, model_path, eval_board)
     return Roles(cfg, ReplayClient(shards), board, eval_board, learners, [GeneratorSlot(g) for g in generators],
                  evaluator, model_path, run_restarts=run_restarts)
+
+
+def join_weight_group(cfg: RunConfig, learners: LearnerGroup, generators: list) -> None:
+    """Rank 0 and every generator form the broadcast group, bounded by run.start_timeout_s: a member that never
+    comes (a generator whose model does not load) would leave the others in the rendezvous for NCCL's 30 min."""
+    (host, port), world, bound_s = learners.address, len(generators) + 1, cfg.run.start_timeout_s
+    joins = {learners.ranks[0].join_weight_group.remote(host, port, world): "learner rank 0's weight broadcast group"}
+    joins |= {g.join_weight_group.remote(host, port, i + 1, world): f"generator {i}" for i, g in enumerate(generators)}
+    await_start(joins, time.monotonic() + bound_s, bound_s)
 
 
 def probe_all(refs: list) -> list:

@@ -52,13 +52,25 @@ def connect(cfg: RunConfig) -> bool:
 
 
 def log_ray_to_file(path: Path) -> None:
-    """Ray's start-up lines (token auth, "Started a local Ray instance") go to the run folder, not into the bar."""
+    """Ray's own lines go to the run folder, not into the bar: its start-up lines (token auth, "Started a local
+    Ray instance"), its other loggers' warnings, and the cluster's errors its driver prints, such as
+    "(raylet) Task ReplayShardActor.sample failed ... killed by ray.kill" when a failed run stops its actors."""
     path.parent.mkdir(parents=True, exist_ok=True)
-    # ray.init re-installs its own handler on the "ray" logger, so the file handler sits one level below
-    logger = logging.getLogger("ray._private")
-    logger.handlers = [logging.FileHandler(path)]
-    logger.setLevel(logging.INFO)
-    logger.propagate = False
+    handler = logging.FileHandler(path)
+    # "ray" and every Ray logger below it write to the file only ("ray._private" holds the start-up lines)
+    for name in ("ray", "ray._private"):
+        logger = logging.getLogger(name)
+        logger.handlers = [handler]
+        logger.setLevel(logging.INFO)
+        logger.propagate = False
+    # the driver's error thread prints to stdout through this function whatever log_to_driver says
+    ray._private.worker.print_to_stdstream = _to_ray_log
+
+
+def _to_ray_log(data: dict, ignore_prefix: bool = False) -> None:
+    """ray._private.worker.print_to_stdstream's stand-in: each line to the "ray._private" logger (ray.log)."""
+    for line in data.get("lines", []):
+        logging.getLogger("ray._private").info("(%s) %s", data.get("pid"), line)
 
 
 def ledger_for(cfg: RunConfig) -> ComputeLedger:

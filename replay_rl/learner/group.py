@@ -27,7 +27,7 @@ class LearnerGroup:
         bound_s = cfg.run.start_timeout_s
         deadline = time.monotonic() + bound_s
         try:  # bounded: a rank alone in the rendezvous would otherwise wait out gloo's or NCCL's 30 min
-            await_start({self.pg.ready(): f"placement of {c.learners} ranks"}, deadline, bound_s)
+            await_start({self.pg.ready(): f"learner placement of {c.learners} ranks"}, deadline, bound_s)
             self.ranks = [
                 LearnerRank.options(num_cpus=c.cpus_per_actor, num_gpus=c.gpus_per_learner,
                                     resources=c.learner_resources or None,  # drawn from the bundle, as CPUs are
@@ -35,8 +35,9 @@ class LearnerGroup:
                     cfg, i, model_path, shards[i], board, eval_board)
                 for i in range(c.learners)]
             address = self.ranks[0].address.remote()
-            await_start({address: "rank 0"}, deadline, bound_s)
-            await_start({r.setup.remote(*ray.get(address)): f"rank {i}" for i, r in enumerate(self.ranks)},
+            await_start({address: "learner rank 0"}, deadline, bound_s)
+            self.address = ray.get(address)  # rank 0's (host, port): the rendezvous, and sync.type=nccl's group
+            await_start({r.setup.remote(*self.address): f"learner rank {i}" for i, r in enumerate(self.ranks)},
                         deadline, bound_s)
         except BaseException:
             self.shutdown()  # nothing is left holding its CPUs or GPUs, or waiting in the rendezvous
@@ -77,14 +78,14 @@ class LearnerGroup:
 
 
 def await_start(pending: dict, deadline: float, bound_s: float) -> None:
-    """Wait for every ref in `pending` (ref -> what it starts); the first error is raised as soon as it comes, and
-    what has not started by `deadline` is named in one line."""
+    """Wait for every ref in `pending` (ref -> the role it starts, e.g. "learner rank 1"); the first error is raised
+    as soon as it comes, and what has not started by `deadline` is named in one line."""
     pending = dict(pending)
     while pending:
         done, _ = ray.wait(list(pending), num_returns=1, timeout=max(0.0, deadline - time.monotonic()))
         if not done:
-            raise LearnerStartTimeout(f"learner {', '.join(pending.values())} did not start within {bound_s:g}s "
-                                      "(run.start_timeout_s); the ranks' logs are in Ray's session folder "
+            raise LearnerStartTimeout(f"{', '.join(pending.values())} did not start within {bound_s:g}s "
+                                      "(run.start_timeout_s); the actors' logs are in Ray's session folder "
                                       "(/tmp/ray/session_latest/logs)")
         ray.get(done[0])
         del pending[done[0]]
