@@ -26,21 +26,21 @@ import numpy as np
 
 from replay_rl.config import RunConfig
 from replay_rl.metrics import read_metrics
-from replay_rl.study import Curve, hist_mean, hist_quantile, recharge, summarise_config
 from replay_rl.theory import plan
-
-PAPER_MU = 5.28  # Qwen2.5-7B, paper Table 2
-BASELINE = "baseline"
+from study_table import BASELINE, PAPER_MU, buffer_frontier, fidelity, markdown, summarise
 
 
-def replay(w: int, t: int, *, n_mult: float = 1.0, mu: float = PAPER_MU, extra: tuple[str, ...] = ()) -> dict:
-    return {"w": w, "t": t, "mu": mu, "n_mult": n_mult, "overrides": list(extra)}
+def replay(w: int, t: int, *, n: str = "horizon", mu: float = PAPER_MU, extra: tuple[str, ...] = (),
+           lrs: tuple[float, ...] | None = None, seeds: int | None = None) -> dict:
+    """One study row: the emulated split (W, T) at μ, its buffer size rule `n` (capacity_for), extra overrides, the
+    learning rates it runs at and its seeds per LR (None: the preset's)."""
+    return {"w": w, "t": t, "mu": mu, "n": n, "overrides": list(extra), "lrs": lrs, "seeds": seeds}
 
 
 HEADLINE = {
     "replay_53_N": replay(5, 3),
-    "replay_53_N2.5x": replay(5, 3, n_mult=2.5),
-    "replay_53_N10x": replay(5, 3, n_mult=10),
+    "replay_53_N2.5B": replay(5, 3, n="2.5B"),
+    "replay_53_N10B": replay(5, 3, n="10B"),
     "replay_44_N": replay(4, 4),
     "replay_62_N": replay(6, 2),
     "posbias0.2_53_N": replay(5, 3, extra=("replay.type=positive_bias", "replay.delta=0.2")),
@@ -51,30 +51,71 @@ SENSITIVITY = {"replay_53_N_mu2": replay(5, 3, mu=2.0), "replay_53_N_mu10": repl
 
 # the sanity ladder at (5,3): replay ratio μ·T/W = 1 (must match the baseline), 1.5, 2, 3 at the horizon N, then larger N
 LADDER = {f"fifo_y{y:g}_N": replay(5, 3, mu=y * 5 / 3) for y in (1, 1.5, 2, 3)} | {
-    "fifo_y3_N4x": replay(5, 3, mu=5.0, n_mult=4), "fifo_y3_N10x": replay(5, 3, mu=5.0, n_mult=10)}
+    "fifo_y3_N4B": replay(5, 3, mu=5.0, n="4B"), "fifo_y3_N10B": replay(5, 3, mu=5.0, n="10B")}
+
+# the paper's Fig. 4 at (5,3), μ=5.28: every row at several learning rates, the baseline included, compared frontier
+# against frontier. Replay reuses each rollout ~3.2 times, so its grid starts lower. The small-N and sampler rows run
+# at one LR, 5e-5, to fit the study in this box's budget (an outside check found 5e-5 ahead of 1.5e-4 at N=B): they
+# answer whether local diversity rescues small N, not where its best LR lies
+FRONTIER_LRS = (5e-5, 1e-4, 1.5e-4, 3e-4)
+REPLAY_LRS = (2.5e-5, 5e-5, 1e-4, 1.5e-4)
+SMALL_N_LRS = (5e-5,)
+FRONTIER = {
+    "replay_53_N10B": replay(5, 3, n="10B", lrs=REPLAY_LRS),
+    "replay_53_N2B": replay(5, 3, n="2B", lrs=SMALL_N_LRS, seeds=2),
+    "replay_53_NB+R": replay(5, 3, n="B+R", lrs=SMALL_N_LRS, seeds=2),
+    "replay_53_N5B": replay(5, 3, n="5B", lrs=SMALL_N_LRS, seeds=2),
+    "replay_53_NB": replay(5, 3, n="B", lrs=SMALL_N_LRS, seeds=2),
+}
+# local diversity (replay.sampler) at small N, where every batch repeats much of the previous one
+DIVERSITY = {
+    "fresh_anchored_53_NB+R": replay(5, 3, n="B+R", extra=("replay.sampler=fresh_anchored",), lrs=SMALL_N_LRS),
+    "least_recent_53_NB+R": replay(5, 3, n="B+R", extra=("replay.sampler=least_recent",), lrs=SMALL_N_LRS),
+}
 
 PRESETS: dict[str, dict] = {
     # the ladder: 1 seed a rung, ~15 min here
     "ladder": {"steps": 200, "eval_every": 25, "seeds": 1, "configs": LADDER, "sensitivity": {},
-               "sensitivity_seeds": 0, "set": []},
-    # the issue's study: baseline + headline configs at 5 seeds, sensitivity at 3; ~2 h on 2 cores
+               "sensitivity_seeds": 0, "set": [], "lrs": (None,)},
+    # the earlier study at one learning rate: baseline + headline configs at 5 seeds, sensitivity at 3; ~1.5 h here
     "full": {"steps": 400, "eval_every": 25, "seeds": 5, "configs": HEADLINE, "sensitivity": SENSITIVITY,
-             "sensitivity_seeds": 3, "set": []},
+             "sensitivity_seeds": 3, "set": [], "lrs": (None,)},
+    # the LR frontier (Fig. 4) with N rows and samplers; the baseline runs 500 steps so that it levels off
+    "frontier": {"steps": 500, "eval_every": 25, "seeds": 3, "configs": FRONTIER, "sensitivity": DIVERSITY,
+                 "sensitivity_seeds": 2, "set": [], "lrs": FRONTIER_LRS},
     # a first look: ≤ 12 min on 2 cores
     "quick": {"steps": 200, "eval_every": 25, "seeds": 2, "configs": {"replay_53_N": HEADLINE["replay_53_N"]},
-              "sensitivity": {}, "sensitivity_seeds": 0, "set": []},
-    # CI: the whole pipeline end to end in about a minute; its numbers mean nothing
-    "mini": {"steps": 12, "eval_every": 6, "seeds": 1, "configs": {"replay_53_N": HEADLINE["replay_53_N"]},
-             "sensitivity": {}, "sensitivity_seeds": 0, "set": ["run.eval_prompts=100", "learner.batch_size=32"]},
+              "sensitivity": {}, "sensitivity_seeds": 0, "set": [], "lrs": (None,)},
+    # CI: the whole pipeline end to end in about a minute, two LRs on each side; its numbers mean nothing
+    "mini": {"steps": 12, "eval_every": 6, "seeds": 1,
+             "configs": {"replay_53_N2B": replay(5, 3, n="2B", extra=("replay.sampler=fresh_anchored",))},
+             "sensitivity": {}, "sensitivity_seeds": 0, "set": ["run.eval_prompts=100", "learner.batch_size=32"],
+             "lrs": (1e-4, 2e-4)},
 }
 # the study runs one generator actor and one learner rank: on 2 cores that wastes least; the emulated W/T is
 # set by cluster.emulate, which is all the pacing and accounting read
 STUDY_BASE = ["cluster.generators=1", "cluster.learners=1", "replay.sample_timeout_s=600", "run.checkpoint_every=null"]
 
 
-def horizon_capacity(cfg: RunConfig, w: int, t: int, mu: float) -> int:
-    """N = x*·R from Theorem 4.5 (α=0.25, ρ=0.1, `replay-rl plan`), raised to B by plan() as the shard must fill."""
-    return int(plan(mu, 0.25, 0.1, cfg.learner.batch_size, w / t).capacity)
+def capacity_for(rule: str, cfg: RunConfig, w: int, t: int, mu: float) -> tuple[int, str]:
+    """N for a row's rule, and how it was set. "horizon": `replay-rl plan`'s best N at this split (Theorem 4.5 with
+    α=0.25, ρ=0.1), which is raised to B when smaller (a shard must hold a batch: the row is then N = B, and says
+    so); "B", "B+R", "kB": the batch size, one batch plus one step's inserts R = B·(W/T)/μ, k batches."""
+    b = cfg.learner.batch_size
+    if rule == "horizon":
+        p = plan(mu, 0.25, 0.1, b, w / t)
+        raised = p.capacity != p.capacity_unclamped
+        return p.capacity, f"horizon {p.capacity_unclamped} < B, raised to B" if raised else "horizon"
+    if rule == "B+R":
+        return int(math.ceil(b + b * (w / t) / mu)), "B+R"
+    return int(math.ceil(float(rule.removesuffix("B") or 1) * b)), rule
+
+
+def capacity_notes(preset: dict, base: list[str]) -> dict[str, str]:
+    """How each row's N was set (capacity_for), for the study table: a horizon row raised to B must say so."""
+    probe = RunConfig.load(None, base)
+    return {name: capacity_for(c["n"], probe, c["w"], c["t"], c["mu"])[1]
+            for group in ("configs", "sensitivity") for name, c in preset[group].items()} | {BASELINE: "backlog bound"}
 
 
 def fresh_capacity_floor(cfg: RunConfig) -> int:
@@ -86,29 +127,35 @@ def fresh_capacity_floor(cfg: RunConfig) -> int:
 
 
 def run_specs(preset: dict, base: list[str], out: Path) -> list[tuple[str, int, RunConfig]]:
-    """(config name, seed, RunConfig) for every run, baseline first. Replay gets the baseline's compute budget."""
+    """(config name, seed, RunConfig) for every run, baseline first, each at every learning rate of its row.
+    Replay gets the baseline's compute budget. A run's folder is out/NAME/lr{LR}/seed{S} (out/NAME/seed{S} when the
+    preset keeps the config's LR)."""
     probe = RunConfig.load(None, base)
     b, steps, every = probe.learner.batch_size, preset["steps"], preset["eval_every"]
     specs = []
 
-    def add(name: str, seeds: int, overrides: list[str], run_steps: int, run_every: int) -> None:
-        for seed in range(seeds):
-            specs.append((name, seed, RunConfig.load(None, [*base, *overrides, f"run.steps={run_steps}",
-                                                         f"run.eval_every={run_every}", f"run.seed={seed}",
-                                                         f"run.output_dir={out / name / f'seed{seed}'}"])))
+    def add(name: str, seeds: int, overrides: list[str], run_steps: int, run_every: int, lrs) -> None:
+        for lr in lrs:
+            folder = out / name / (f"lr{lr:g}" if lr is not None else "")
+            for seed in range(seeds):
+                lr_set = [f"learner.lr={lr}"] if lr is not None else []
+                specs.append((name, seed, RunConfig.load(None, [*base, *overrides, *lr_set, f"run.steps={run_steps}",
+                                                             f"run.eval_every={run_every}", f"run.seed={seed}",
+                                                             f"run.output_dir={folder / f'seed{seed}'}"])))
 
     add(BASELINE, preset["seeds"], ["replay.type=lifo_once", f"replay.capacity={max(1024, 2 * b)}",
-                                    f"cluster.emulate={{mu: {PAPER_MU}, generators: 5, learners: 3}}"], steps, every)
+                                    f"cluster.emulate={{mu: {PAPER_MU}, generators: 5, learners: 3}}"], steps, every,
+        preset["lrs"])
     for group, seeds in (("configs", preset["seeds"]), ("sensitivity", preset["sensitivity_seeds"])):
         for name, c in preset[group].items():
             scale = (1 + c["mu"]) / (1 + c["w"] / c["t"])  # same compute as the baseline's `steps`
-            n = int(math.ceil(horizon_capacity(probe, c["w"], c["t"], c["mu"]) * c["n_mult"] / probe.cluster.learners)
-                    ) * probe.cluster.learners
+            n, _ = capacity_for(c["n"], probe, c["w"], c["t"], c["mu"])
+            n = int(math.ceil(n / probe.cluster.learners)) * probe.cluster.learners
             # probed at a capacity any retention accepts: the base's N may be below this config's floor
             n = max(n, fresh_capacity_floor(RunConfig.load(None, [*base, *c["overrides"], "replay.capacity=65536"])))
-            add(name, seeds, [*c["overrides"], f"replay.capacity={n}",
+            add(name, min(seeds, c["seeds"] or seeds), [*c["overrides"], f"replay.capacity={n}",
                               f"cluster.emulate={{mu: {c['mu']}, generators: {c['w']}, learners: {c['t']}}}"],
-                int(round(steps * scale)), max(1, int(round(every * scale))))
+                int(round(steps * scale)), max(1, int(round(every * scale))), c["lrs"] or preset["lrs"])
     return specs
 
 
@@ -120,89 +167,17 @@ def load_run(cfg: RunConfig) -> dict:
     k = cfg.run.eval_k
     col = lambda rows, key: [r[key] for r in rows]  # noqa: E731
     return {"mu": cfg.cluster.emulate.mu, "batch_size": cfg.learner.batch_size, "capacity": cfg.replay.capacity,
+            "lr": cfg.learner.lr, "sampler": cfg.replay.sampler,
+            "w_t": [cfg.cluster.emulate.generators, cfg.cluster.emulate.learners],
             "steps": col(evals, "step"), "k_train": col(evals, "ledger/k_train"), "k_inf": col(evals, "ledger/k_inf"),
             "compute": col(evals, "ledger/compute"), "tokens": col(evals, "ledger/tokens"),
             "active_s": col(evals, "ledger/active_s"),
             "pass@1": col(evals, "eval/pass@1"), f"pass@{k}": col(evals, f"eval/pass@{k}"),
             "eval_problems": evals[-1]["eval/eval_problems"], "train_steps": col(trains, "step"),
-            "entropy": col(trains, "batch/entropy"), "age_mean": col(trains, "batch/age_mean"),
+            "entropy": col(trains, "batch/entropy"), "overlap_prev": [r.get("buffer/overlap_prev") for r in trains], "age_mean": col(trains, "batch/age_mean"),
             "clip_fraction": col(trains, "batch/clip_fraction"), "ratio_mean": col(trains, "batch/ratio_mean"),
             "replay_ratio": hist["replay_ratio"], "age_hist": hist["age_hist"], "reuse_hist": hist["reuse_hist"],
             "since_last_use_hist": hist["since_last_use_hist"], "wall_s": trains[-1]["ledger/wall_s"]}
-
-
-def curve(run: dict, mu: float | None = None) -> Curve:
-    """A run's eval curve, its compute priced at `mu` (default: the μ it ran at)."""
-    compute = recharge(run["k_train"], run["k_inf"], run["batch_size"], run["mu"] if mu is None else mu)
-    return Curve(compute, np.asarray(run["pass@1"], float))
-
-
-def summarise(results: dict[str, list[dict]], k: int) -> dict:
-    """The study table: each config against the baseline re-priced at that config's μ."""
-    base = results[BASELINE]
-    table = {}
-    for name, runs in results.items():
-        mu = runs[0]["mu"] if name != BASELINE else PAPER_MU
-        base_curves = [curve(r, mu) for r in base]
-        threshold = float(np.median([c.acc[-1] for c in base_curves]))
-        row = summarise_config(base_curves, [curve(r) for r in runs], threshold)
-        ages = [a for r in runs for a in r["age_mean"]]
-        table[name] = row | {
-            "mu": mu, "baseline_final_pass@1": threshold, "capacity": runs[0]["capacity"],
-            "replay_ratio_median": float(np.median([r["replay_ratio"] for r in runs])),
-            f"final_pass@{k}_median": float(np.median([r[f"pass@{k}"][-1] for r in runs])),
-            "entropy_mean_median": float(np.median([np.mean(r["entropy"]) for r in runs])),
-            "batch_age_mean": float(np.mean(ages)),
-            "buffer_age_p90_median": float(np.median([hist_quantile(r["age_hist"], 0.9) for r in runs])),
-            "reuse_at_eviction_mean_median": float(np.median([hist_mean(r["reuse_hist"]) for r in runs])),
-            "since_last_use_mean_median": float(np.median([hist_mean(r["since_last_use_hist"]) for r in runs])),
-            "clip_fraction_mean_median": float(np.median([np.mean(r["clip_fraction"]) for r in runs])),
-            "wall_s_median": float(np.median([r["wall_s"] for r in runs])), "seeds": len(runs),
-        }
-    return table
-
-
-def fidelity(table: dict) -> list[dict]:
-    """The paper's three qualitative findings, each marked reproduced or not at this scale, with its numbers."""
-    rows = []
-    head, base = table.get("replay_53_N"), table[BASELINE]
-    if head:
-        f = head["budgets_ahead_fraction"]
-        rows.append({"finding": "(i) the buffer is ≥ the baseline at every compute budget (5,3), horizon N",
-                     "reproduced": bool(f == 1.0), "numbers": f"replay ≥ baseline at {100 * f:.0f}% of budgets"})
-        rows.append({"finding": "(iii) entropy stays higher with a buffer (training batches, as in the paper)",
-                     "reproduced": bool(head["entropy_mean_median"] > base["entropy_mean_median"]),
-                     "numbers": f"mean entropy {head['entropy_mean_median']:.3f} vs baseline "
-                                f"{base['entropy_mean_median']:.3f}"})
-    big = table.get("replay_53_N10x")
-    if head and big:
-        slower = big["compute_to_reach_median"] > head["compute_to_reach_median"] or \
-            big["final_median"] < head["final_median"]
-        stabler = big["drawdown_median"] < head["drawdown_median"]
-        rows.append({"finding": "(ii) a larger N learns more slowly but more stably",
-                     "reproduced": bool(slower and stabler),
-                     "numbers": f"N={big['capacity']}: final {big['final_median']:.3f}, reach "
-                                f"{big['compute_to_reach_median']:.0f}, drawdown {big['drawdown_median']:.3f}; "
-                                f"N={head['capacity']}: final {head['final_median']:.3f}, reach "
-                                f"{head['compute_to_reach_median']:.0f}, drawdown {head['drawdown_median']:.3f}"})
-    return rows
-
-
-def markdown(table: dict, rows: list[dict], k: int) -> str:
-    fmt = lambda x, p=2: "—" if x is None or (isinstance(x, float) and not math.isfinite(x)) else f"{x:.{p}f}"  # noqa
-    lines = [f"| config | μ | N | seeds | pass@1 start → final (lift) | reached | compute saved % [90% CI] | "
-             f"budgets ahead | pass@{k} | replay ratio | batch age | entropy |", "|" + "---|" * 12]
-    for name, t in table.items():
-        lo, hi = t["compute_saved_pct_ci90"]
-        lines.append(f"| {name} | {t['mu']:g} | {t['capacity']} | {t['seeds']} | {fmt(t['start_median'])} → "
-                     f"{fmt(t['final_median'])} ({fmt(t['lift_median'])}) | {t['reached']} | "
-                     f"{fmt(t['compute_saved_pct'], 0)} [{fmt(lo, 0)}, {fmt(hi, 0)}] | "
-                     f"{fmt(t['budgets_ahead_fraction'])} | {fmt(t[f'final_pass@{k}_median'])} | "
-                     f"{fmt(t['replay_ratio_median'])} | {fmt(t['batch_age_mean'], 1)} | "
-                     f"{fmt(t['entropy_mean_median'], 3)} |")
-    lines += ["", "| finding | reproduced | numbers |", "|---|---|---|"]
-    lines += [f"| {r['finding']} | {'yes' if r['reproduced'] else 'no'} | {r['numbers']} |" for r in rows]
-    return "\n".join(lines) + "\n"
 
 
 def main() -> None:
@@ -255,18 +230,33 @@ def main() -> None:
               f"{done / 60:.1f} min so far, ~{done / max(trained, 1) * left / 60:.1f} min left",
               file=sys.stderr, flush=True)
     k = specs[0][2].run.eval_k
-    table = summarise(results, k)
-    rows = fidelity(table)
+    print("summarising (bootstrap over seeds) ...", file=sys.stderr, flush=True)
+    table, curves = summarise(results, k)
+    for name, how in capacity_notes(preset, [*STUDY_BASE, *preset["set"], *args.set]).items():
+        if name in table:
+            table[name]["n_rule"] = how
+    overall, overall_curves = buffer_frontier(results)
+    rows = fidelity(table, overall)
     out.mkdir(parents=True, exist_ok=True)
     from study_plots import plot_all  # noqa: E402  (benchmarks/ is on sys.path when run as a script)
 
-    plots = plot_all(results, table, out)
+    plots = plot_all(results, table, curves, overall_curves, out)
     report = {"benchmark": "compute_saved", "preset": args.preset, "compute_axis": "(K_train + mu*K_inf)/B",
-              "table": table, "fidelity": rows, "plots": plots, "wall_min": (time.perf_counter() - t0) / 60}
-    (out / "results.json").write_text(json.dumps(report | {"runs": results}, indent=1))
-    (out / "summary.md").write_text(markdown(table, rows, k))
-    print(json.dumps(report, indent=1))
+              "reach": "compute to first reach 98% of the baseline frontier's best (median best-so-far over seeds)",
+              "buffer_frontier": overall, "table": table, "fidelity": rows, "plots": plots,
+              "wall_min": (time.perf_counter() - t0) / 60}
+    (out / "results.json").write_text(strict_json(report | {"curves": curves, "buffer_frontier_curves": overall_curves,
+                                                            "runs": results}))
+    (out / "summary.md").write_text(markdown(table, overall, rows, k))
+    print(strict_json({key: report[key] for key in ("buffer_frontier", "fidelity", "plots", "wall_min")}))
 
+
+def strict_json(obj) -> str:
+    """JSON with ±inf (a side that never reached) and NaN written as null, which every reader accepts."""
+    clean = lambda x: (None if isinstance(x, float) and not math.isfinite(x) else  # noqa: E731
+                       {k: clean(v) for k, v in x.items()} if isinstance(x, dict) else
+                       [clean(v) for v in x] if isinstance(x, (list, tuple)) else x)
+    return json.dumps(clean(obj), indent=1)
 
 if __name__ == "__main__":
     main()

@@ -1,5 +1,7 @@
-"""The compute-saved study's pictures: accuracy against paper-compute (Fig. 1 style) and against generated tokens,
-entropy against steps, and a map of compute saved % over (μ, replay ratio). Returns the paths written."""
+"""The compute-saved study's pictures: accuracy against paper-compute with each side's LR frontier (Figs. 1 and 4),
+accuracy against generated tokens and entropy against steps at each row's best LR, the compute saved over
+(learning rate, N), and local diversity (overlap with the previous batch, steps between two uses). Returns the
+paths written."""
 
 from __future__ import annotations
 
@@ -7,7 +9,7 @@ from pathlib import Path
 
 import numpy as np
 
-from compute_saved import BASELINE, PAPER_MU, curve
+from study_table import BASELINE, PAPER_MU, curve
 
 
 def _band(ax, x_runs: list[np.ndarray], y_runs: list[np.ndarray], label: str) -> None:
@@ -19,13 +21,14 @@ def _band(ax, x_runs: list[np.ndarray], y_runs: list[np.ndarray], label: str) ->
     ax.fill_between(x, np.percentile(ys, 25, 0), np.percentile(ys, 75, 0), alpha=0.2)
 
 
-def plot_all(results: dict[str, list[dict]], table: dict, out: Path) -> list[str]:
+def plot_all(results: dict[str, list[dict]], table: dict, curves: dict, overall: dict, out: Path) -> list[str]:
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    at_paper_mu = {n: r for n, r in results.items() if abs(r[0]["mu"] - PAPER_MU) < 1e-9}
+    at_paper_mu = [n for n in results if abs(table[n]["mu"] - PAPER_MU) < 1e-9]
+    at_best = {n: [r for r in results[n] if f"{r['lr']:g}" == table[n]["best_lr"]] for n in at_paper_mu}
     paths = []
 
     def save(fig, name: str) -> None:
@@ -34,37 +37,68 @@ def plot_all(results: dict[str, list[dict]], table: dict, out: Path) -> list[str
         plt.close(fig)
         paths.append(str(out / name))
 
+    fig, ax = plt.subplots(figsize=(8, 5))
+    base = curves[BASELINE]
+    ax.plot(base["grid"], base["base_curve"], "k-", lw=2.5, label="baseline frontier (best LR per budget)")
+    for name in at_paper_mu:
+        if name != BASELINE:
+            ax.plot(curves[name]["grid"], curves[name]["cfg_curve"], lw=1.2, label=f"{name} frontier")
+    if overall:
+        ax.plot(overall["grid"], overall["cfg_curve"], "g--", lw=2.5, label="best buffer frontier (all rows, LRs)")
+    t = table[BASELINE]
+    ax.axhline(t["threshold"], color="grey", ls=":", label=f"98% of the baseline frontier's best ({t['threshold']:.3f})")
+    ax.set(xlabel=f"compute (trainer-step equivalents, μ={PAPER_MU})", ylabel="held-out greedy pass@1, best so far "
+           "(median over seeds)", title="accuracy vs compute: frontiers over learning rates")
+    ax.legend(fontsize=7)
+    save(fig, "accuracy_vs_compute.png")
+
     def bands(name: str, x_of, y_of, xlabel: str, ylabel: str, title: str) -> None:
         fig, ax = plt.subplots(figsize=(7, 4.5))
-        for config, runs in at_paper_mu.items():
-            _band(ax, [np.asarray(x_of(r), float) for r in runs], [np.asarray(y_of(r), float) for r in runs], config)
+        for config, runs in at_best.items():
+            _band(ax, [np.asarray(x_of(r), float) for r in runs], [np.asarray(y_of(r), float) for r in runs],
+                  f"{config} (lr {table[config]['best_lr']})")
         ax.set(xlabel=xlabel, ylabel=ylabel, title=title)
         ax.legend(fontsize=7)
         save(fig, name)
 
-    bands("accuracy_vs_compute.png", lambda r: curve(r).compute, lambda r: r["pass@1"],
-          f"compute (trainer-step equivalents, μ={PAPER_MU})", "held-out greedy pass@1",
-          "accuracy vs compute: median and IQR over seeds")
     bands("accuracy_vs_tokens.png", lambda r: r["tokens"], lambda r: r["pass@1"], "generated completion tokens",
-          "held-out greedy pass@1", "accuracy vs generation")
+          "held-out greedy pass@1", "accuracy vs generation, each row at its best LR (median, IQR)")
     bands("entropy_vs_steps.png", lambda r: r["train_steps"], lambda r: r["entropy"], "learner step",
-          "entropy of training batches (nats/token)", "entropy vs steps")
+          "entropy of training batches (nats/token)", "entropy vs steps, each row at its best LR")
 
-    fig, ax = plt.subplots(figsize=(6, 4.5))
-    pts = [(t["mu"], t["replay_ratio_median"], t["compute_saved_pct"], n) for n, t in table.items() if n != BASELINE]
-    seen: dict[tuple[float, float], int] = {}
-    for mu, y, saved, name in pts:
-        dup = seen[(mu, round(y, 1))] = seen.get((mu, round(y, 1)), -1) + 1  # configs differing only in N
-        shown = -100.0 if saved is None else saved  # never reached the baseline: bottom of the scale
-        sc = ax.scatter([mu + 0.08 * dup], [y], c=[shown], cmap="RdYlGn", vmin=-100, vmax=100, s=120, edgecolors="k")
-        ax.annotate(f"{name}: {'not reached' if saved is None else f'{saved:.0f}%'}", (mu, y), fontsize=6,
-                    xytext=(8, 4 - 10 * dup), textcoords="offset points")
-    if pts:
-        fig.colorbar(sc, ax=ax, label="compute saved % vs baseline")
-    ax.margins(x=0.3, y=0.15)  # room for the labels
-    ax.set(xlabel="μ (generation / training cost of a batch)", ylabel="measured replay ratio (samples / insert)",
-           title="where replay pays")
-    save(fig, "saved_map.png")
+    # compute saved over (LR, N): every uniform-sampler row at μ=5.28 against the baseline frontier
+    rows = sorted((table[n]["capacity"], n) for n in at_paper_mu if n != BASELINE and table[n]["sampler"] == "uniform")
+    lrs = sorted({float(lr) for _, n in rows for lr in table[n]["by_lr"]})
+    if rows and lrs:
+        grid = np.full((len(rows), len(lrs)), np.nan)
+        fig, ax = plt.subplots(figsize=(1.6 * len(lrs) + 3, 0.7 * len(rows) + 2))
+        for i, (_, n) in enumerate(rows):
+            for lr, d in table[n]["by_lr"].items():
+                j, s = lrs.index(float(lr)), d["saved_vs_base_frontier_pct"]
+                grid[i, j] = -100 if s is None else s
+                ax.text(j, i, "not\nreached" if s is None else f"{s:.0f}%", ha="center", va="center", fontsize=8)
+        im = ax.imshow(grid, cmap="RdYlGn", vmin=-100, vmax=100, aspect="auto")
+        fig.colorbar(im, ax=ax, label="compute saved % vs baseline frontier")
+        ax.set_xticks(range(len(lrs)), [f"{lr:g}" for lr in lrs])
+        ax.set_yticks(range(len(rows)), [f"N={table[n]['capacity']} ({n})" for _, n in rows], fontsize=7)
+        ax.set(xlabel="learning rate", title="compute saved to reach 98% of the baseline frontier's best (grey: not run)")
+        save(fig, "saved_map.png")
+
+    fig, (a1, a2) = plt.subplots(1, 2, figsize=(11, 4.5))
+    for name, runs in at_best.items():
+        if name == BASELINE:
+            continue
+        steps = [np.asarray([x for x in r["overlap_prev"] if x is not None], float) for r in runs]
+        if all(len(s) for s in steps):
+            n = min(len(s) for s in steps)
+            a1.plot(np.median([s[:n] for s in steps], 0), lw=0.8, label=name)  # noqa: E226
+        h = np.sum([np.asarray(r["since_last_use_hist"], float) for r in runs], axis=0)
+        if h.sum():
+            a2.plot(np.arange(len(h)), h / h.sum(), marker=".", label=name)
+    a1.set(xlabel="learner step", ylabel="share of the batch in the previous batch", title="buffer/overlap_prev")
+    a2.set(xlabel="learner steps between two uses of a rollout", ylabel="share of reuses", xscale="symlog",
+           title="since-last-use distribution")
+    for a in (a1, a2):
+        a.legend(fontsize=7)
+    save(fig, "diversity.png")
     return paths
-
-

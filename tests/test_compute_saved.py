@@ -37,6 +37,18 @@ def test_recharge_prices_the_same_counts_at_another_mu():
     assert recharge([320], [320 / (5.28 * 3 / 5)], 32, 5.28)[0] == pytest.approx(10 * (1 + 5 / 3))
 
 
+def test_capacity_rules_name_the_clamp_and_add_rows_above_b():
+    sys.path.insert(0, str(ROOT / "benchmarks"))
+    from compute_saved import STUDY_BASE, capacity_for
+    from replay_rl.config import RunConfig
+
+    cfg = RunConfig.load(None, STUDY_BASE)  # B = 128; R = 128·(5/3)/5.28 = 40.4 per step at (5,3)
+    n, how = capacity_for("horizon", cfg, 5, 3, 5.28)
+    assert n == 128 and "raised to B" in how  # x*·R = 2.43·40.4 = 98 < B: the horizon row is really N = B
+    assert capacity_for("B+R", cfg, 5, 3, 5.28)[0] == 169
+    assert [capacity_for(r, cfg, 5, 3, 5.28)[0] for r in ("B", "2B", "5B", "10B")] == [128, 256, 640, 1280]
+
+
 def test_saved_fraction_bootstrap_and_budgets_ahead():
     base = [c([(0, 0.1), (30, 0.3), (60, 0.5)]), c([(0, 0.1), (30, 0.4), (60, 0.5)])]
     fast = [c([(0, 0.1), (15, 0.5), (60, 0.6)]), c([(0, 0.1), (30, 0.5), (60, 0.6)])]
@@ -59,7 +71,7 @@ def test_saved_fraction_bootstrap_and_budgets_ahead():
     assert undefined["compute_saved_pct"] is None and undefined["compute_saved_pct_ci90"] == [None, None]
 
 
-@pytest.mark.parametrize("preset", ["ladder", "full", "quick", "mini"])
+@pytest.mark.parametrize("preset", ["ladder", "full", "frontier", "quick", "mini"])
 def test_every_preset_builds_valid_run_configs(preset, tmp_path):
     # the full preset is run by hand only: a config rule added later (positive-bias capacity floor) once broke it
     # before any run started, and nothing in CI noticed
@@ -69,6 +81,10 @@ def test_every_preset_builds_valid_run_configs(preset, tmp_path):
     specs = run_specs(PRESETS[preset], [*STUDY_BASE, *PRESETS[preset]["set"]], tmp_path)
     names = {name for name, _, _ in specs}
     assert names == {BASELINE, *PRESETS[preset]["configs"], *PRESETS[preset]["sensitivity"]}
+    # every row runs at each of its learning rates, each in a folder of its own
+    assert len({cfg.run.output_dir for _, _, cfg in specs}) == len(specs)
+    base_lrs = {cfg.learner.lr for name, _, cfg in specs if name == BASELINE}
+    assert len(base_lrs) == len(PRESETS[preset]["lrs"])
     for name, _, cfg in specs:
         keep = 1 - cfg.replay.delta if cfg.replay.type == "positive_bias" else 1.0
         assert keep * cfg.replay.capacity >= cfg.learner.batch_size, name
@@ -85,12 +101,15 @@ def test_mini_study_end_to_end_writes_table_plots_and_paper_compute(warm_model, 
                            "--out", str(out), "-s", f"model.path={path}"], capture_output=True, text=True,
                           env={**os.environ, "HF_HUB_OFFLINE": "1"}, timeout=600, cwd=tmp_path)
     assert proc.returncode == 0, proc.stderr[-3000:]
-    assert "[2/2] replay_53_N seed 0" in proc.stderr  # progress a person can follow
+    assert "[4/4] replay_53_N2B seed 0" in proc.stderr  # progress a person can follow
     report = json.loads((out / "results.json").read_text())
-    assert set(report["table"]) == {"baseline", "replay_53_N"}
-    for name in ("accuracy_vs_compute.png", "accuracy_vs_tokens.png", "entropy_vs_steps.png", "saved_map.png"):
+    assert set(report["table"]) == {"baseline", "replay_53_N2B"}
+    for name in ("accuracy_vs_compute.png", "accuracy_vs_tokens.png", "entropy_vs_steps.png", "saved_map.png",
+                 "diversity.png"):
         assert (out / name).stat().st_size > 1000
-    base, rep = report["runs"]["baseline"][0], report["runs"]["replay_53_N"][0]
+    runs = report["runs"]
+    assert sorted(r["lr"] for r in runs["baseline"]) == sorted(r["lr"] for r in runs["replay_53_N2B"]) == [1e-4, 2e-4]
+    base, rep = runs["baseline"][0], runs["replay_53_N2B"][0]
     # compute on the paper's axis, from the counts: (K_train + μ·K_inf)/B at every eval
     for run in (base, rep):
         assert run["steps"][0] == 0 and run["compute"][0] == 0
@@ -99,11 +118,15 @@ def test_mini_study_end_to_end_writes_table_plots_and_paper_compute(warm_model, 
     # the baseline consumes each rollout once and keeps up with its learner; replay reuses at about μ·T/W
     assert base["replay_ratio"] <= 1.0 and np.mean(base["age_mean"]) <= 2
     assert 1.5 < rep["replay_ratio"] < 3.5
+    assert rep["sampler"] == "fresh_anchored" and all(0 <= x <= 1 for x in rep["overlap_prev"][1:])
     # replay got the baseline's compute budget (to within one eval interval)
     assert rep["compute"][-1] == pytest.approx(base["compute"][-1], rel=0.25)
-    row = report["table"]["replay_53_N"]
-    for key in ("lift_median", "compute_saved_pct", "compute_saved_pct_ci90", "budgets_ahead_fraction",
-                "entropy_mean_median", "final_pass@4_median", "batch_age_mean", "reuse_at_eviction_mean_median"):
-        assert key in row
+    row = report["table"]["replay_53_N2B"]
+    for key in ("saved_pct", "saved_pct_ci", "censored_fraction", "own_saved_pct", "own_saved_pct_ci",
+                "budgets_ahead_fraction", "threshold", "best_lr", "best_entropy_mean_median",
+                "best_overlap_prev_mean_median", "best_since_last_use_mean_median", "best_final_pass@4_median"):
+        assert key in row, key
+    assert set(row["by_lr"]) == {"0.0001", "0.0002"} and row["capacity"] == 64  # 2B at B = 32
+    assert set(report["buffer_frontier"]["rows"]) == {"replay_53_N2B"}
     summary = (out / "summary.md").read_text()
-    assert "| replay_53_N |" in summary and "(i) the buffer" in summary
+    assert "| replay_53_N2B |" in summary and "(i) the buffer" in summary and "Best buffer frontier" in summary

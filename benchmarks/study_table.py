@@ -1,0 +1,175 @@
+"""The compute-saved study's tables: each row against the baseline, frontier against frontier (best over learning
+rates at each budget, the paper's Fig. 4) and each side at its own best LR, plus the paper's findings re-checked on
+the frontier. Pure arithmetic over loaded runs (`replay_rl.study.compare`); no Ray, no plotting.
+
+A row's runs carry their learning rate; a side is {lr: curves over seeds}. Every compute-saved number is the
+paper's Fig. 14 measure: compute to first reach 98% of the baseline frontier's best score (see replay_rl/study.py).
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from replay_rl.study import Curve, compare, hist_mean, hist_quantile, recharge
+
+PAPER_MU = 5.28  # Qwen2.5-7B, paper Table 2
+BASELINE = "baseline"
+CURVE_KEYS = ("grid", "base_curve", "cfg_curve", "base_labels", "cfg_labels")
+
+
+def curve(run: dict, mu: float | None = None) -> Curve:
+    """A run's eval curve, its compute priced at `mu` (default: the μ it ran at)."""
+    compute = recharge(run["k_train"], run["k_inf"], run["batch_size"], run["mu"] if mu is None else mu)
+    return Curve(compute, np.asarray(run["pass@1"], float))
+
+
+def side(runs: list[dict], mu: float | None = None) -> dict[float, list[Curve]]:
+    """{lr: seeds' curves}, LRs ascending."""
+    out: dict[float, list[Curve]] = {}
+    for r in sorted(runs, key=lambda r: r["lr"]):
+        out.setdefault(r["lr"], []).append(curve(r, mu))
+    return out
+
+
+def describe(runs: list[dict], k: int) -> dict:
+    """Per-LR description of a row's runs (medians over seeds): where they start and end, how they got there."""
+    med = lambda xs: float(np.median(xs))  # noqa: E731
+    curves = [curve(r) for r in runs]
+    return {
+        "seeds": len(runs), "start_median": med([c.acc[0] for c in curves]),
+        "final_median": med([c.acc[-1] for c in curves]), "lift_median": med([c.acc[-1] - c.acc[0] for c in curves]),
+        "drawdown_median": med([c.drawdown() for c in curves]),
+        f"final_pass@{k}_median": med([r[f"pass@{k}"][-1] for r in runs]),
+        "replay_ratio_median": med([r["replay_ratio"] for r in runs]),
+        "entropy_mean_median": med([np.mean(r["entropy"]) for r in runs]),
+        "batch_age_mean": float(np.mean([a for r in runs for a in r["age_mean"]])),
+        "buffer_age_p90_median": med([hist_quantile(r["age_hist"], 0.9) for r in runs]),
+        "since_last_use_mean_median": med([hist_mean(r["since_last_use_hist"]) for r in runs]),
+        "overlap_prev_mean_median": med([_mean_known(r.get("overlap_prev", [])) for r in runs]),
+        "wall_s_median": med([r["wall_s"] for r in runs]),
+    }
+
+
+def _mean_known(xs: list) -> float:
+    """Mean of the values a run recorded (runs written before a metric existed have None there); NaN if none."""
+    known = [x for x in xs if x is not None]
+    return float(np.mean(known)) if known else float("nan")
+
+
+def _saved_keys(c: dict, prefix: str = "") -> dict:
+    """The scalar part of a `compare` result, keyed for the table (curves are kept apart for the plots)."""
+    return {f"{prefix}{k}": v for k, v in c.items() if k not in CURVE_KEYS} | (
+        {f"{prefix}cfg_best_lr": c["cfg_labels"][-1], f"{prefix}base_best_lr": c["base_labels"][-1]})
+
+
+def summarise(results: dict[str, list[dict]], k: int, draws: int = 2000) -> tuple[dict, dict]:
+    """(table, curves). table[name]: the row's frontier against the baseline's frontier (compute_saved_pct, its 90%
+    interval, censored share, budgets ahead), each side at its own best LR (own_*), and per LR its description and
+    saved % against the baseline frontier. curves[name]: the frontier curves, for the plots. The baseline is
+    re-priced at each row's μ (its learning does not depend on μ)."""
+    table, curves = {}, {}
+    for name, runs in results.items():
+        mu = runs[0]["mu"] if name != BASELINE else PAPER_MU
+        base, cfg = side(results[BASELINE], mu), side(runs)
+        front, own = compare(base, cfg, draws=draws), compare(base, cfg, draws=draws, pick="own_best")
+        curves[name] = {key: front[key] for key in CURVE_KEYS}
+        by_lr = {}
+        for lr, lr_curves in cfg.items():
+            alone = compare(base, {lr: lr_curves}, draws=max(200, draws // 4))
+            by_lr[f"{lr:g}"] = describe([r for r in runs if r["lr"] == lr], k) | {
+                "saved_vs_base_frontier_pct": alone["saved_pct"], "saved_vs_base_frontier_ci90": alone["saved_pct_ci"],
+                "censored_fraction": alone["censored_fraction"]}
+        best_lr = f"{own['cfg_labels'][-1]:g}"
+        table[name] = {"mu": mu, "capacity": runs[0]["capacity"], "n_over_b": runs[0]["capacity"] / runs[0]["batch_size"],
+                       "sampler": runs[0].get("sampler", "uniform"), "lrs": [f"{lr:g}" for lr in cfg],
+                       **_saved_keys(front), **_saved_keys(own, "own_"), "best_lr": best_lr,
+                       **{f"best_{key}": v for key, v in by_lr[best_lr].items()}, "by_lr": by_lr}
+    return table, curves
+
+
+def buffer_frontier(results: dict[str, list[dict]], draws: int = 2000) -> tuple[dict, dict]:
+    """The paper's Fig. 4 comparison: the best buffer over every (5,3) row at the paper's μ and every LR (each
+    (row, LR) a label), against the baseline frontier."""
+    rows = {n: r for n, r in results.items() if n != BASELINE and abs(r[0]["mu"] - PAPER_MU) < 1e-9
+            and r[0].get("w_t") == [5, 3]}
+    cfg = {(n, lr): c for n, runs in rows.items() for lr, c in side(runs).items()}
+    if not cfg:
+        return {}, {}
+    c = compare(side(results[BASELINE]), cfg, draws=draws)
+    return {**_saved_keys(c), "rows": sorted(rows), "cfg_best_lr": list(c["cfg_labels"][-1])}, \
+        {key: [list(x) if isinstance(x, tuple) else x for x in c[key]] for key in CURVE_KEYS}
+
+
+def fidelity(table: dict, overall: dict) -> list[dict]:
+    """The paper's three findings re-checked on the frontier, each marked reproduced or not, with its numbers."""
+    rows, base = [], table[BASELINE]
+    if overall:
+        f = overall["budgets_ahead_fraction"]
+        rows.append({"finding": "(i) the buffer frontier is ≥ the baseline frontier at every compute budget (5,3)",
+                     "reproduced": bool(f == 1.0), "numbers": f"ahead or tied at {100 * f:.0f}% of budgets, "
+                                                             f"largest lead {overall['max_lead']:+.3f}"})
+    replay = {n: t for n, t in table.items() if n != BASELINE and abs(t["mu"] - PAPER_MU) < 1e-9}
+    if replay:
+        top = max(replay, key=lambda n: replay[n]["best_final_median"])
+        e, eb = replay[top]["best_entropy_mean_median"], base["best_entropy_mean_median"]
+        rows.append({"finding": "(iii) entropy stays higher with a buffer (training batches), each at its best LR",
+                     "reproduced": bool(e > eb), "numbers": f"{top}: {e:.3f} vs baseline {eb:.3f}"})
+    by_n = sorted(((t["capacity"], n) for n, t in replay.items() if t["sampler"] == "uniform"))
+    if len(by_n) >= 2:
+        (n_small, small), (n_big, big) = by_n[0], by_n[-1]
+        s, b = table[small], table[big]
+        slower = b["own_reach_cfg"] > s["own_reach_cfg"]
+        stabler = b["best_drawdown_median"] < s["best_drawdown_median"]
+        rows.append({"finding": "(ii) a larger N learns more slowly but more stably (each at its best LR)",
+                     "reproduced": bool(slower and stabler),
+                     "numbers": f"N={n_big}: reach {b['own_reach_cfg']:.0f}, drawdown {b['best_drawdown_median']:.3f}; "
+                                f"N={n_small}: reach {s['own_reach_cfg']:.0f}, drawdown "
+                                f"{s['best_drawdown_median']:.3f}"})
+    return rows
+
+
+def _fmt(x, p: int = 2) -> str:
+    return "—" if x is None or (isinstance(x, float) and not math.isfinite(x)) else f"{x:.{p}f}"
+
+
+def _ci(ci: list, censored: float) -> str:
+    lo, hi = ci
+    show = lambda b: "not reached" if b is None else f"{b:.0f}"  # noqa: E731  (a bound among censored draws)
+    return f"[{show(lo)}, {show(hi)}]" + (f" ({100 * censored:.0f}% of draws not reached)" if censored else "")
+
+
+def markdown(table: dict, overall: dict, rows: list[dict], k: int) -> str:
+    lines = []
+    if overall:
+        lines += [f"**Best buffer frontier vs baseline frontier (5,3), μ={PAPER_MU}:** threshold "
+                  f"{_fmt(overall['threshold'], 3)} (98% of the baseline frontier's best {_fmt(overall['base_best'], 3)}), "
+                  f"reached at compute {_fmt(overall['reach_cfg'], 0)} against {_fmt(overall['reach_base'], 0)}: "
+                  f"**{_fmt(overall['saved_pct'], 0)}% less compute** "
+                  f"{_ci(overall['saved_pct_ci'], overall['censored_fraction'])}, 90% bootstrap over seeds. Best buffer "
+                  f"at the end: {overall['cfg_best_lr']}.", ""]
+    lines += ["| config | μ | N (N/B; how set) | sampler | LRs | best LR | final at best LR | saved %, frontier vs frontier "
+              "[90% CI] | saved %, own best vs best [90% CI] | budgets ahead | overlap prev | since last use | "
+              "replay ratio | entropy |", "|" + "---|" * 14]
+    for name, t in table.items():
+        lines.append(
+            f"| {name} | {t['mu']:g} | {t['capacity']} ({t['n_over_b']:.2g}; {t.get('n_rule', '')}) | {t['sampler']} | "
+            f"{', '.join(t['lrs'])} | "
+            f"{t['best_lr']} | {_fmt(t['best_final_median'])} | {_fmt(t['saved_pct'], 0)} "
+            f"{_ci(t['saved_pct_ci'], t['censored_fraction'])} | {_fmt(t['own_saved_pct'], 0)} "
+            f"{_ci(t['own_saved_pct_ci'], t['own_censored_fraction'])} | {_fmt(t['budgets_ahead_fraction'])} | "
+            f"{_fmt(t['best_overlap_prev_mean_median'])} | {_fmt(t['best_since_last_use_mean_median'], 1)} | "
+            f"{_fmt(t['best_replay_ratio_median'])} | {_fmt(t['best_entropy_mean_median'], 3)} |")
+    lines += ["", f"Per learning rate (medians over seeds; saved % against the baseline frontier):", "",
+              f"| config | LR | seeds | pass@1 start → final | pass@{k} | drawdown | saved % [90% CI] |",
+              "|" + "---|" * 7]
+    for name, t in table.items():
+        for lr, d in t["by_lr"].items():
+            lines.append(f"| {name} | {lr} | {d['seeds']} | {_fmt(d['start_median'])} → {_fmt(d['final_median'])} | "
+                         f"{_fmt(d[f'final_pass@{k}_median'])} | {_fmt(d['drawdown_median'])} | "
+                         f"{_fmt(d['saved_vs_base_frontier_pct'], 0)} "
+                         f"{_ci(d['saved_vs_base_frontier_ci90'], d['censored_fraction'])} |")
+    lines += ["", "| finding | reproduced | numbers |", "|---|---|---|"]
+    lines += [f"| {r['finding']} | {'yes' if r['reproduced'] else 'no'} | {r['numbers']} |" for r in rows]
+    return "\n".join(lines) + "\n"
