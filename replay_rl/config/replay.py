@@ -48,8 +48,10 @@ class _ReplayCommon(_Section):
 class FifoReplayConfig(_ReplayCommon):
     type: Literal["fifo"] = "fifo"
     """The paper's buffer: oldest out first, sampling does not remove."""
-    capacity: int = Field(128, ge=1)
-    """N: total rollouts across all shards; each shard holds capacity / learners."""
+    capacity: int = Field(1280, ge=1)
+    """N: total rollouts across all shards; each shard holds capacity / learners. Ten batches by default: in the
+    frontier study (benchmarks/results/frontier) N = B lost at every learning rate, because every batch is then the
+    whole buffer and most of it repeats the previous batch (buffer/overlap_prev); N = 10B won."""
 
 
 class LifoOnceReplayConfig(_ReplayCommon):
