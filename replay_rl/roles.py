@@ -1,5 +1,6 @@
 """The run's roles on Ray and the driver's view of their health: build them, step the learners under a stall
-watchdog, replace a generator that died, name a learner rank that died, and stop everything promptly."""
+watchdog, recover a role that died or hung as far as its own recovery goes, name one past it, and stop everything
+promptly."""
 
 from __future__ import annotations
 
@@ -16,20 +17,20 @@ from replay_rl.accounting import ComputeLedger
 from replay_rl.checkpoints import STATE_FILE, checkpoint_dir, commit, staging_dir
 from replay_rl.config import RunConfig
 from replay_rl.evaluator import Evaluator
-from replay_rl.generation.generator import Generator, calls_dealt
+from replay_rl.generation.generator import Generator, GeneratorStats, calls_dealt
+from replay_rl.health import PROBE_S, Hung, first_error, hung_roles, one_line, probe_all
 from replay_rl.learner.agreement import agreement_problem
 from replay_rl.learner.group import LearnerGroup, await_start
-from replay_rl.replay.client import ReplayClient, create_shards
+from replay_rl.replay.client import ReplayClient, create_shards, shard_restarts
 from replay_rl.replay.table import TableStats
 from replay_rl.sync.object_store import WeightBoard
-
-PROBE_S = 5.0  # how long a health probe waits for an actor's answer
 
 
 class RunFailed(RuntimeError):
     """The run cannot go on; the message is one line naming the role and the cause. `death` names an actor that
-    died (a learner rank, a shard past its restarts, a generator in a broadcast group): restarting every role from
-    the newest checkpoint recovers that (run.max_restarts). Other causes (a stall, a failing reward) would recur."""
+    died or hung (a learner rank, a shard past its restarts, a generator in a broadcast group): restarting every
+    role from the newest checkpoint recovers that (run.max_restarts). Other causes (a rule that stalls, a failing
+    reward) would recur."""
 
     def __init__(self, message: str, death: str | None = None) -> None:
         super().__init__(message)
@@ -86,8 +87,9 @@ class Roles:
             s.run = s.actor.run.remote()
 
     def learner_step(self, consumer_version: int) -> dict[str, float]:
-        """learners.step, watched: a generator that dies is replaced, a rank that dies or a step that stalls for
-        run.stall_timeout_s ends the run with one line, instead of every rank waiting out its timeouts."""
+        """learners.step, watched: a generator that dies is replaced, a rank that dies ends the run with one line,
+        and a step that stalls for run.stall_timeout_s recovers the roles that hung or ends the run naming the rule
+        that holds it, instead of every rank waiting out its timeouts."""
         pending, started = self.learners.step_async(consumer_version), time.monotonic()
         while True:
             ready, waiting = ray.wait(pending, num_returns=len(pending), timeout=1.0)
@@ -103,7 +105,8 @@ class Roles:
                 self._check_ranks(ready, pending)
             self.check_generators()
             if time.monotonic() - started > self.cfg.run.stall_timeout_s:
-                raise RunFailed(self.diagnose(consumer_version))
+                self.recover_hung(consumer_version)
+                started = time.monotonic()
 
     def _check_agreement(self, metrics: dict[str, float]) -> None:
         r = self.cfg.run
@@ -153,6 +156,47 @@ class Roles:
                 raise self.died(f"generator {gone[0]} died during the weight publish of version {version}") from None
             raise self.dead_member() or RunFailed(f"weight publish of version {version} failed: {one_line(e)}") from None
 
+    def recover_hung(self, consumer_version: int) -> None:
+        """Kill and recover each role that does not answer once a step stalled, as its death would be recovered;
+        a rule that holds the step, or a role past its restarts, ends the run with the stall's diagnosis."""
+        line, hung = self.diagnose(consumer_version)
+        if hung is None:
+            raise RunFailed(line)
+        r = self.cfg.run
+        cause = f"did not answer in {r.hung_probe_s:g}s after {r.stall_timeout_s:g}s without a learner step"
+        try:
+            if hung.learners:
+                raise self.died(hung.learners)
+            for i in hung.shards:
+                self.recover_shard(i, cause)
+            for i in hung.generators:
+                self.recover_generator(i, cause)
+        except RunFailed as e:
+            raise RunFailed(f"{line}; {e}", e.death) from None
+
+    def recover_shard(self, i: int, cause: str) -> None:
+        """Kill a hung shard: Ray restarts it in place, it restores its live snapshot and counts the restart
+        (buffer/shard_restarts), and the calls in flight to it are sent again. With no restart left, a death."""
+        allowed, used = shard_restarts(self.cfg), self.replay.restarts_seen(i)
+        if used >= allowed:
+            why = (f"run.max_shard_restarts={allowed} restarts are used up" if self.cfg.replay.snapshot_every_steps
+                   else "has no live snapshot to restart from (replay.snapshot_every_steps)")
+            raise self.died(f"replay shard {i} {cause} and {why}")
+        ray.kill(self.replay.shards[i], no_restart=False)
+        print(f"replay shard {i} {cause}: killed, restarts from its live snapshot (restart {used + 1} of {allowed})",
+              file=sys.stderr, flush=True)
+
+    def recover_generator(self, i: int, cause: str) -> None:
+        """Replace generator i, which died or hung, up to run.max_generator_restarts times in the run."""
+        limit = self.cfg.run.max_generator_restarts
+        if self.restarts >= limit:
+            raise RunFailed(f"generator {i} {cause} and run.max_generator_restarts={limit} restarts are used up")
+        if self.cfg.sync.type == "nccl":  # the group's communicators are broken: every member must form it anew
+            raise self.died(f"generator {i} {cause} in the sync.type=nccl broadcast group, which re-forms when every "
+                            "role restarts from the newest checkpoint (run.max_restarts)")
+        self.replace_generator(i)
+        print(f"generator {i} {cause}: replaced (restart {self.restarts} of {limit})", file=sys.stderr, flush=True)
+
     def check_generators(self) -> None:
         """Replace a generator whose actor died (it reloads the newest weights); re-raise one that failed."""
         for i, s in enumerate(self.slots):
@@ -162,20 +206,15 @@ class Roles:
             try:
                 ray.get(done)
             except (ActorDiedError, ActorUnavailableError):
-                if self.restarts >= self.cfg.run.max_generator_restarts:
-                    raise RunFailed(f"generator {i} died and run.max_generator_restarts="
-                                    f"{self.cfg.run.max_generator_restarts} restarts are used up") from None
-                self.replace_generator(i)
+                self.recover_generator(i, "died")
                 continue
             except Exception as e:  # noqa: BLE001 - an insert into a dead shard lands here first
                 raise self.dead_member() or RunFailed(f"generator {i} failed: {one_line(e)}") from None
             raise RunFailed(f"generator {i} stopped on its own; see its log")
 
     def replace_generator(self, i: int) -> None:
-        if self.cfg.sync.type == "nccl":  # the group's communicators are broken: every member must form it anew
-            raise self.died(f"generator {i} died in the sync.type=nccl broadcast group, which re-forms when every "
-                            "role restarts from the newest checkpoint (run.max_restarts)")
         s = self.slots[i]
+        ray.kill(s.actor)  # one that hung; a dead one is gone already
         calls = (s.stats.rollouts if s.stats else 0) // self.cfg.generation.rollouts_per_call
         s.actor = spawn_generator(self.cfg, i, self.model_path, self.replay.shards, self.board, first_call=calls)
         s.run, s.pending, s.stats = s.actor.run.remote(), None, None
@@ -195,16 +234,30 @@ class Roles:
                 s.pending = s.actor.stats.remote()
         return [s.stats for s in self.slots if s.stats is not None]
 
-    def diagnose(self, consumer_version: int) -> str:
-        """One line: who waits on what, from probes that each wait at most PROBE_S."""
-        n = self.cfg.rank_batch_size
-        shards = probe_all([s.blocked_reason.remote(n, consumer_version) for s in self.replay.shards])
-        gens = probe_all([s.actor.stats.remote() for s in self.slots])
-        gen_text = ", ".join(f"generator {i} " + (f"at version {g.version}, {g.rollouts} rollouts" if not
-                                                   isinstance(g, str) else g) for i, g in enumerate(gens))
+    def diagnose(self, consumer_version: int) -> tuple[str, Hung | None]:
+        """One line: who waits on what, from probes waited on together for at most run.hung_probe_s; and the roles
+        that hang, if any (hung_roles)."""
+        n, t = self.cfg.rank_batch_size, len(self.replay.shards)
+        answers = probe_all([s.blocked_reason.remote(n, consumer_version) for s in self.replay.shards]
+                            + [s.actor.stats.remote() for s in self.slots], self.cfg.run.hung_probe_s)
+        shards, gens = answers[:t], answers[t:]
+        gen_text = ", ".join(f"generator {i} " + (f"at version {g.version}, {g.rollouts} rollouts" if
+                                                   isinstance(g, GeneratorStats) else str(g))
+                             for i, g in enumerate(gens))
         shard_text = "; ".join(f"shard {i}: {r}" for i, r in enumerate(shards))
-        return (f"stalled: no learner step for {self.cfg.run.stall_timeout_s:g}s (step {consumer_version + 1}); "
+        line = (f"stalled: no learner step for {self.cfg.run.stall_timeout_s:g}s (step {consumer_version + 1}); "
                 f"{shard_text}; {gen_text}; sync {self.cfg.sync.type}")
+        return line, hung_roles(shards, gens, consumer_version + 1)
+
+    def replay_stats(self) -> TableStats:
+        """replay.stats(), bounded: a shard that gives no answer within run.stall_timeout_s is recovered as hung
+        (its restart answers the same call) instead of holding the driver for ever."""
+        refs, bound = [s.stats.remote() for s in self.replay.shards], self.cfg.run.stall_timeout_s
+        ready = ray.wait(refs, num_returns=len(refs), timeout=bound)[0]
+        for i, ref in enumerate(refs):
+            if ref not in ready:
+                self.recover_shard(i, f"did not answer a stats call in {bound:g}s")
+        return self.replay.stats(ray.get(refs))
 
     def start_eval(self, step: int, ledger_row: dict) -> list[tuple[int, dict]]:
         """Publish the current weights to the evaluator's own board and score them there while learning goes on.
@@ -304,35 +357,3 @@ def join_weight_group(cfg: RunConfig, learners: LearnerGroup, generators: list) 
     joins = {learners.ranks[0].join_weight_group.remote(host, port, world): "learner rank 0's weight broadcast group"}
     joins |= {g.join_weight_group.remote(host, port, i + 1, world): f"generator {i}" for i, g in enumerate(generators)}
     await_start(joins, time.monotonic() + bound_s, bound_s)
-
-
-def probe_all(refs: list) -> list:
-    """Each answer, "dead", or "no answer" for those not back within PROBE_S, all waited on together: paused
-    generators cost one PROBE_S, not one each."""
-    ready = set(ray.wait(refs, num_returns=len(refs), timeout=PROBE_S)[0]) if refs else set()
-    out = []
-    for ref in refs:
-        if ref not in ready:
-            out.append(f"no answer in {PROBE_S:g}s (paused or busy)")
-            continue
-        try:
-            out.append(ray.get(ref))
-        except RayActorError:
-            out.append("dead")
-    return out
-
-
-def one_line(e: BaseException) -> str:
-    """The root cause of a (possibly Ray-wrapped) exception, as one line."""
-    cause = getattr(e, "cause", None) or e
-    text = str(cause).strip().splitlines()
-    return f"{type(cause).__name__}: {text[-1] if text else ''}".strip()
-
-
-def first_error(refs: list) -> str:
-    for ref in refs:
-        try:
-            ray.get(ref, timeout=PROBE_S)
-        except Exception as e:  # noqa: BLE001 - reported, not handled
-            return one_line(e)
-    return "unknown"

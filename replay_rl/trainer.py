@@ -99,7 +99,7 @@ def train(cfg: RunConfig, progress=None) -> dict:
             try:
                 return run_roles(cfg, model_path, resume, restart, progress)
             except RunFailed as e:
-                if e.death is None:  # a stall or a failing reward function would fail again
+                if e.death is None:  # a stall held by a rule or a failing reward would fail again
                     raise
                 if restart == cfg.run.max_restarts:
                     raise (RunFailed(f"{e}; run.max_restarts={restart} restarts are used up", e.death) if restart
@@ -137,12 +137,12 @@ def run_roles(cfg: RunConfig, model_path: str, resume: Path | None, restarts: in
             log_evals(roles.start_eval(0, namespaced("ledger", ledger.summary())) + roles.finished_evals(wait=True))
         roles.start_generators()
         step = start
-        replay = roles.replay.stats()
+        replay = roles.replay_stats()
         for step in range(start + 1, cfg.run.steps + 1):
             metrics = roles.learner_step(consumer_version=step - 1)           # sample → loss → optimizer step
             sync = roles.publish(version=step) if step % cfg.sync.every_steps == 0 else None
             roles.check_generators()
-            replay = roles.replay.stats()
+            replay = roles.replay_stats()
             roles.update(ledger, replay, metrics, sync, wall_s=time.perf_counter() - t0)
             record = merge_disjoint(namespaced("batch", metrics), namespaced("buffer", replay.summary()),
                                     namespaced("ledger", ledger.summary()), namespaced("sync", sync or {}))
@@ -217,7 +217,8 @@ def describe_failure(e: BaseException, log: Path) -> str:
     """One line for the terminal (role and cause); the full traceback goes to `log`."""
     import traceback
 
-    from replay_rl.roles import RunFailed, one_line
+    from replay_rl.health import one_line
+    from replay_rl.roles import RunFailed
 
     log.parent.mkdir(parents=True, exist_ok=True)
     log.write_text("".join(traceback.format_exception(e)))

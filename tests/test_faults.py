@@ -1,8 +1,10 @@
-"""Tier 3 faults on real Ray actors: a generator killed mid-run is replaced and a replay shard killed mid-run is
-restored in place from its live snapshot (one run), a paused generator trips the stall watchdog, a shard without
+"""Tier 3 faults on real Ray actors: a generator killed mid-run is replaced, a replay shard killed mid-run is
+restored in place from its live snapshot, and a shard and a generator paused mid-run are found hung and recovered the
+same ways (one run); paused generators past their restarts stop the run with the stall's line, a shard without
 restarts that dies is named, a run resumed with resume_from=auto continues its metrics file, and a dead learner
 rank restarts every role from the newest checkpoint (run.max_restarts), or is named once those are used up."""
 
+import contextlib
 import os
 import re
 import signal
@@ -35,14 +37,16 @@ def worker_pids(role: str) -> list[int]:
     return sorted(int(p) for p in out.split())
 
 
-def test_a_killed_generator_is_replaced_and_a_killed_shard_restored_in_place(ray_cluster, warm_model, tmp_path):
-    """One run, two faults its roles absorb without a restart: a generator SIGKILLed at step 2 is replaced (it
-    loads the newest weights), a replay shard SIGKILLed at step 5 is restored from its live snapshot; the run
-    reaches step 12 with every row once and counters that add up."""
+def test_killed_or_paused_roles_are_recovered_in_place(ray_cluster, warm_model, tmp_path, capsys):
+    """One run, four faults its roles absorb without a restart: a generator SIGKILLed at step 2 is replaced (it
+    loads the newest weights), a replay shard SIGKILLed at step 5 is restored from its live snapshot, and a shard and
+    a generator SIGSTOPped at step 8 are found hung once step 9 stalls for run.stall_timeout_s, then killed and
+    recovered the same ways; the run reaches step 14 with every row once and counters that add up."""
     path, _ = warm_model
     seen: dict = {}
+    paused: list[int] = []
 
-    def kill(step, record):
+    def fault(step, record):
         if step == 2:
             os.kill(worker_pids("GeneratorImpl")[0], signal.SIGKILL)
             seen["generator_killed_at"] = time.monotonic()
@@ -50,6 +54,14 @@ def test_a_killed_generator_is_replaced_and_a_killed_shard_restored_in_place(ray
             seen["k_inf_before_shard_kill"] = record["ledger/k_inf"]
             os.kill(worker_pids("ReplayShard")[-1], signal.SIGKILL)
             seen["shard_killed_at"] = time.monotonic()
+        if step == 8:  # hung, not dead: a stuck actor, a wedged device or filesystem
+            seen["k_inf_before_pause"] = record["ledger/k_inf"]
+            paused.extend([worker_pids("ReplayShard")[0], worker_pids("GeneratorImpl")[0]])
+            for pid in paused:
+                os.kill(pid, signal.SIGSTOP)
+            seen["paused_at"] = time.monotonic()
+        if step == 9:
+            seen["pause_next_step_s"] = time.monotonic() - seen["paused_at"]
         for role, counter, kill_step in (("generator", "ledger/generator_restarts", 2),
                                          ("shard", "buffer/shard_restarts", 5)):
             if f"{role}_killed_at" in seen and record[counter] >= 1 and f"{role}_recovered_s" not in seen:
@@ -58,27 +70,43 @@ def test_a_killed_generator_is_replaced_and_a_killed_shard_restored_in_place(ray
                 seen[f"{role}_next_step_s"] = time.monotonic() - seen[f"{role}_killed_at"]
 
     out = tmp_path / "faults"
-    final = train(run_cfg(path, out, "run.steps=12", "replay.snapshot_every_steps=2"), kill)
+    try:
+        final = train(run_cfg(path, out, "run.steps=14", "replay.snapshot_every_steps=2", "run.stall_timeout_s=20"),
+                      fault)
+    finally:  # a failed run leaves nothing stopped behind
+        for pid in paused:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGCONT)
+    err = capsys.readouterr().err
     rows = read_metrics(out / "metrics.jsonl", "train")
-    assert final["step"] == 12 and [r["step"] for r in rows] == list(range(1, 13))
-    assert final["ledger/k_train"] == 12 * 32
-    # the generator: replaced once, and the replacement loaded the newest weights (past the version it started at)
-    assert final["ledger/generator_restarts"] == 1 and "generator_recovered_s" in seen
+    assert final["step"] == 14 and [r["step"] for r in rows] == list(range(1, 15))
+    assert final["ledger/k_train"] == 14 * 32
+    # generators: replaced after the kill and after the pause; a replacement loads the newest weights
+    assert final["ledger/generator_restarts"] == 2 and "generator_recovered_s" in seen
     assert final["ledger/generator_version_min"] >= 3
-    # the shard: restored once; K_inf charges the rollouts it lost too, so it never goes backwards
-    assert final["buffer/shard_restarts"] == 1 and "shard_recovered_s" in seen
+    assert re.search(r"generator [01] died: replaced \(restart 1 of 3\)", err), err
+    hung = r"did not answer in 10s after 20s without a learner step"
+    assert re.search(rf"generator [01] {hung}: replaced \(restart 2 of 3\)", err), err
+    # shards: restored after the kill and after the pause; K_inf charges the rollouts lost too, so it never goes back
+    assert final["buffer/shard_restarts"] == 2 and "shard_recovered_s" in seen
+    assert re.search(rf"replay shard [01] {hung}: killed, restarts from its live snapshot \(restart [12] of 3\)", err)
     assert all(a["ledger/k_inf"] <= b["ledger/k_inf"] for a, b in zip(rows, rows[1:]))
-    assert 0 <= final["buffer/rollouts_lost"] <= seen["k_inf_before_shard_kill"] <= final["ledger/k_inf"]
+    assert 0 <= final["buffer/rollouts_lost"] <= seen["k_inf_before_pause"] <= final["ledger/k_inf"]
     assert final["ledger/k_inf"] >= 8 * 32 / final["buffer/replay_ratio"] - 1e-9
-    # the killed shard (any of the two: pids say nothing about shard ids) counted its restart beside its snapshot
-    (restarted,) = (out / "replay_live").glob("shard_*.restarts")
-    assert restarted.read_text() == "1" and (restarted.with_suffix("") / "manifest.json").is_file()
+    # each restart is counted beside the shard's snapshot (pids say nothing about shard ids: one shard or both)
+    restarted = list((out / "replay_live").glob("shard_*.restarts"))
+    assert sum(int(p.read_text()) for p in restarted) == 2
+    assert all((p.with_suffix("") / "manifest.json").is_file() for p in restarted)
     print(f"generator kill → replaced after {seen['generator_recovered_s']:.1f}s, next step done after "
           f"{seen['generator_next_step_s']:.1f}s; shard kill → restored in place after {seen['shard_recovered_s']:.1f}s, "
-          f"next step done after {seen['shard_next_step_s']:.1f}s, {final['buffer/rollouts_lost']} rollouts lost")
+          f"next step done after {seen['shard_next_step_s']:.1f}s; shard + generator pause → next step done after "
+          f"{seen['pause_next_step_s']:.1f}s (stall_timeout_s 20 + hung_probe_s 10 + restarts); "
+          f"{final['buffer/rollouts_lost']} rollouts lost")
+    print(*[line for line in err.splitlines() if ": replaced" in line or ": killed" in line], sep="\n")
 
 
-def test_paused_generators_trip_the_stall_watchdog_with_one_line(ray_cluster, warm_model, tmp_path):
+def test_paused_generators_past_their_restarts_stop_with_the_stall_line(ray_cluster, warm_model, tmp_path):
+    """Hung generators with no restart left end the run with one line: who waits on what, then why no recovery."""
     path, _ = warm_model
     paused: list[int] = []
 
@@ -91,14 +119,18 @@ def test_paused_generators_trip_the_stall_watchdog_with_one_line(ray_cluster, wa
     t0 = time.monotonic()
     try:
         with pytest.raises(RunFailed) as failed:
-            train(run_cfg(path, tmp_path / "stall", "run.steps=50", "run.stall_timeout_s=10"), pause_at_step_2)
+            train(run_cfg(path, tmp_path / "stall", "run.steps=50", "run.stall_timeout_s=10",
+                          "run.max_generator_restarts=0"), pause_at_step_2)
     finally:
         for pid in paused:
-            os.kill(pid, signal.SIGCONT)
+            with contextlib.suppress(ProcessLookupError):  # killed with the run's actors
+                os.kill(pid, signal.SIGCONT)
     message = str(failed.value)
     assert "\n" not in message and message.startswith("stalled: no learner step for 10s")
     assert re.search(r"shard 0: .*(owed to this shard|eligible items)", message), message
-    assert "generator 0 no answer in 5s (paused or busy)" in message
+    assert "generator 0 no answer in 10s (paused or busy)" in message
+    assert message.endswith("generator 0 did not answer in 10s after 10s without a learner step and "
+                            "run.max_generator_restarts=0 restarts are used up"), message
     assert time.monotonic() - t0 < 180
 
 

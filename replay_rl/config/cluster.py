@@ -97,7 +97,17 @@ class RunSettings(_Section):
     """At the first step, stop the run with one line when that gap exceeds this: the generator is not sampling the
     policy the learner trains. None: never stop on it."""
     stall_timeout_s: float = Field(120.0, gt=0)
-    """Seconds without a finished learner step before the run stops with one line naming who waits on what."""
+    """Seconds without a finished learner step (or a shard's answer to the per-step stats call) before the driver
+    asks who waits on what. A role that does not answer then is hung and recovered as if it died (see hung_probe_s);
+    a rule that holds the step (the pace, the limiter, caps) stops the run with one line naming it. Must exceed the
+    slowest step: learner ranks that hold a step this long count as hung. Lower detects a hung role sooner."""
+    hung_probe_s: float = Field(10.0, gt=0)
+    """How long a stalled step's probes (a shard's reason for waiting, a generator's stats) wait for an answer; an
+    actor silent that long is hung (paused, a wedged device or filesystem) and is killed and recovered as its death
+    would be: a shard from its live snapshot, a generator anew, learner ranks through max_restarts. Each probe is a
+    trivial call served beside the actor's work (a shard's event loop, a generator's second thread), so seconds are
+    plenty for a live one (at load 20 on 2 cores, every live one answered in 10 s); too short kills an actor that
+    is alive but starved of CPU, too long delays recovery."""
     start_timeout_s: float = Field(600.0, gt=0)
     """Seconds the learner ranks may take to load their weights and join their process group before the run stops
     with one line naming the ranks not started (a rank alone in the rendezvous would wait out gloo's or NCCL's 30

@@ -14,10 +14,15 @@ from replay_rl.replay.table import SampleInfo, TableStats
 from replay_rl.rollout import RolloutBatch
 
 
+def shard_restarts(cfg: RunConfig) -> int:
+    """How often Ray restarts each shard in place: only with live snapshots to restore from."""
+    return cfg.run.max_shard_restarts if cfg.replay.snapshot_every_steps else 0
+
+
 def create_shards(cfg: RunConfig) -> list:
     """One shard per learner rank. With live snapshots, Ray restarts a shard that dies (it restores itself) and
     replays the calls that were in flight to it, so generators and learners keep their handles and go on."""
-    restarts = cfg.run.max_shard_restarts if cfg.replay.snapshot_every_steps else 0
+    restarts = shard_restarts(cfg)
     return [ReplayShard.options(max_restarts=restarts, max_task_retries=-1 if restarts else 0).remote(cfg, i)
             for i in range(cfg.cluster.learners)]
 
@@ -60,10 +65,11 @@ class ReplayClient:
     def shard_stats(self) -> list[TableStats]:
         return ray.get([s.stats.remote() for s in self.shards])
 
-    def stats(self) -> TableStats:
-        """The sum over shards. A shard restored in place since the last call lost the inserts made after its
-        snapshot: counted from the inserts last seen here (a lower bound: inserts after that read are missed)."""
-        parts = self.shard_stats()
+    def stats(self, parts: list[TableStats] | None = None) -> TableStats:
+        """The sum over shards (of `parts`, the shards' answers, if given). A shard restored in place since the last
+        call lost the inserts made after its snapshot: counted from the inserts last seen here (a lower bound:
+        inserts after that read are missed)."""
+        parts = self.shard_stats() if parts is None else parts
         for i, p in enumerate(parts):
             inserts, restarts = self._seen[i]
             if p.shard_restarts > restarts:
@@ -72,6 +78,9 @@ class ReplayClient:
         merged = TableStats.merge(parts)
         merged.rollouts_lost = self._lost
         return merged
+
+    def restarts_seen(self, shard_id: int) -> int:
+        return self._seen[shard_id][1]
 
     def snapshot(self, root: str | Path) -> list[str]:
         return ray.get([s.snapshot.remote(str(shard_dir(root, i))) for i, s in enumerate(self.shards)])

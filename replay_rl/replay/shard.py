@@ -15,6 +15,9 @@ from replay_rl.replay.table import SampleInfo, TableStats, table_from_config
 from replay_rl.rollout import RolloutBatch
 
 
+SERVED, NOT_ASKED = "batch served", "batch not asked for"  # blocked_reason's answers once a rank sampled, or before
+
+
 class ReplayTimeout(TimeoutError):
     """A sample or insert waited longer than replay.sample_timeout_s; the message says what it waited for."""
 
@@ -38,6 +41,7 @@ class ReplayShardImpl:
         self.wait_s = {"insert": 0.0, "sample": 0.0}
         self.live = LiveSnapshots(cfg, shard_id)
         self.restarts, self.restored_inserts, self._recovering = 0, 0, False
+        self.asked, self.served = -1, -1  # the consumer versions of the last sample asked for and served
         if reconstructed:
             self._recover()
         else:
@@ -75,7 +79,7 @@ class ReplayShardImpl:
         return len(batch)
 
     async def sample(self, n: int, consumer_version: int) -> tuple[RolloutBatch, SampleInfo]:
-        cond = self._condition()
+        cond, self.asked = self._condition(), consumer_version
         async with cond:
             if self._recovering:
                 self.table.limiter.recover(consumer_version)
@@ -86,6 +90,7 @@ class ReplayShardImpl:
             if self.live.due(consumer_version):  # taken while n items are eligible: a restore can serve a batch
                 self.live.write(consumer_version, *self.table.state(), self._settings)
             out = self.table.sample(n, consumer_version)
+            self.served = consumer_version
             cond.notify_all()  # a rate-limited insert may proceed now
         return out
 
@@ -95,7 +100,12 @@ class ReplayShardImpl:
         return st
 
     def blocked_reason(self, n: int, consumer_version: int) -> str:
-        """Why a sample of n for consumer_version would wait now ("ready" if not): the stall watchdog's probe."""
+        """Why a sample of n for consumer_version would wait now ("ready" if not), or whether this shard's rank
+        already took that batch or has not asked for it yet: the stall watchdog's probe."""
+        if self.served == consumer_version:
+            return SERVED
+        if self.asked != consumer_version:
+            return NOT_ASKED
         if self.table.can_sample(n, consumer_version):
             return "ready"
         return self.table.why_blocked(n, consumer_version)

@@ -1,0 +1,80 @@
+"""The driver's probes of its roles, each bounded in time, and what a stalled learner step means: a role that does
+not answer (hung: paused, a wedged device or filesystem), learner ranks that hold the step, or a rule."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import ray
+from ray.exceptions import RayActorError
+
+from replay_rl.replay.shard import NOT_ASKED, SERVED
+
+PROBE_S = 5.0  # how long a probe that tells a dead actor from a busy one waits for its answer
+
+
+@dataclass(frozen=True)
+class NoAnswer:
+    """A probe not answered within `seconds`: the actor is paused, wedged, or too busy to serve a trivial call."""
+    seconds: float
+
+    def __str__(self) -> str:
+        return f"no answer in {self.seconds:g}s (paused or busy)"
+
+
+@dataclass(frozen=True)
+class Hung:
+    """What holds a stalled step: shards and generators that did not answer, or (all of them answering, no shard
+    waiting on a rule) the learner ranks, named in `learners`."""
+    shards: tuple[int, ...] = ()
+    generators: tuple[int, ...] = ()
+    learners: str | None = None
+
+
+def hung_roles(shards: list, generators: list, step: int) -> Hung | None:
+    """The stall's verdict from each shard's blocked_reason and each generator's stats probe; None when a rule
+    (the pace, the limiter, caps) holds the step, which killing an actor would not change."""
+    silent = [i for i, a in enumerate(shards) if isinstance(a, NoAnswer)]
+    gens = [i for i, a in enumerate(generators) if isinstance(a, NoAnswer)]
+    if silent or gens:
+        return Hung(tuple(silent), tuple(gens))
+    # every rank took its batch, or never asked for it: no rank waits on its shard, so the ranks hold the step
+    if all(a in (SERVED, NOT_ASKED) for a in shards):
+        idle = [str(i) for i, a in enumerate(shards) if a == NOT_ASKED]
+        if idle:
+            ranks = f"learner rank{'s' * (len(idle) > 1)} {', '.join(idle)}"
+            return Hung(learners=f"{ranks} did not ask for step {step}'s batch (hung)")
+        return Hung(learners=f"learner ranks took step {step}'s batches but none finished the step (hung)")
+    return None
+
+
+def probe_all(refs: list, seconds: float = PROBE_S) -> list:
+    """Each answer, "dead", or NoAnswer for those not back within `seconds`, all waited on together: paused
+    actors cost one window, not one each."""
+    ready = set(ray.wait(refs, num_returns=len(refs), timeout=seconds)[0]) if refs else set()
+    out = []
+    for ref in refs:
+        if ref not in ready:
+            out.append(NoAnswer(seconds))
+            continue
+        try:
+            out.append(ray.get(ref))
+        except RayActorError:
+            out.append("dead")
+    return out
+
+
+def one_line(e: BaseException) -> str:
+    """The root cause of a (possibly Ray-wrapped) exception, as one line."""
+    cause = getattr(e, "cause", None) or e
+    text = str(cause).strip().splitlines()
+    return f"{type(cause).__name__}: {text[-1] if text else ''}".strip()
+
+
+def first_error(refs: list) -> str:
+    for ref in refs:
+        try:
+            ray.get(ref, timeout=PROBE_S)
+        except Exception as e:  # noqa: BLE001 - reported, not handled
+            return one_line(e)
+    return "unknown"
