@@ -83,9 +83,10 @@ PRESETS: dict[str, dict] = {
     # the LR frontier (Fig. 4) with N rows and samplers; the baseline runs 500 steps so that it levels off
     "frontier": {"steps": 500, "eval_every": 25, "seeds": 3, "configs": FRONTIER, "sensitivity": DIVERSITY,
                  "sensitivity_seeds": 2, "set": [], "lrs": FRONTIER_LRS},
-    # a first look: ≤ 12 min on 2 cores
-    "quick": {"steps": 200, "eval_every": 25, "seeds": 2, "configs": {"replay_53_N": HEADLINE["replay_53_N"]},
-              "sensitivity": {}, "sensitivity_seeds": 0, "set": [], "lrs": (None,)},
+    # a first look, ≤ 12 min on 2 cores: the baseline and N=10B, each at the best LR the frontier study found
+    "quick": {"steps": 200, "eval_every": 25, "seeds": 2,
+              "configs": {"replay_53_N10B": replay(5, 3, n="10B", lrs=(5e-5,))},
+              "sensitivity": {}, "sensitivity_seeds": 0, "set": [], "lrs": (1.5e-4,)},
     # CI: the whole pipeline end to end in about a minute, two LRs on each side; its numbers mean nothing
     "mini": {"steps": 12, "eval_every": 6, "seeds": 1,
              "configs": {"replay_53_N2B": replay(5, 3, n="2B", extra=("replay.sampler=fresh_anchored",))},
