@@ -66,8 +66,8 @@ def plot_all(results: dict[str, list[dict]], table: dict, curves: dict, overall:
     bands("entropy_vs_steps.png", lambda r: r["train_steps"], lambda r: r["entropy"], "learner step",
           "entropy of training batches (nats/token)", "entropy vs steps, each row at its best LR")
 
-    # compute saved over (LR, N): every uniform-sampler row at μ=5.28 against the baseline frontier
-    rows = sorted((table[n]["capacity"], n) for n in at_paper_mu if n != BASELINE and table[n]["sampler"] == "uniform")
+    # compute saved over (LR, N): every row at μ=5.28 (its sampler in its label) against the baseline frontier
+    rows = sorted((table[n]["capacity"], n) for n in at_paper_mu if n != BASELINE)
     lrs = sorted({float(lr) for _, n in rows for lr in table[n]["by_lr"]})
     if rows and lrs:
         grid = np.full((len(rows), len(lrs)), np.nan)

@@ -353,7 +353,12 @@ def build(cfg: RunConfig, model_path: str, run_restarts: int = 0) -> Roles:
 def join_weight_group(cfg: RunConfig, learners: LearnerGroup, generators: list) -> None:
     """Rank 0 and every generator form the broadcast group, bounded by run.start_timeout_s: a member that never
     comes (a generator whose model does not load) would leave the others in the rendezvous for NCCL's 30 min."""
-    (host, port), world, bound_s = learners.address, len(generators) + 1, cfg.run.start_timeout_s
+    world, bound_s = len(generators) + 1, cfg.run.start_timeout_s
+    deadline = time.monotonic() + bound_s
+    # a port of its own: the rendezvous' port is held by the learners' process group (EADDRINUSE, seen in CI)
+    address = learners.ranks[0].address.remote()
+    await_start({address: "learner rank 0's address"}, deadline, bound_s)
+    host, port = ray.get(address)
     joins = {learners.ranks[0].join_weight_group.remote(host, port, world): "learner rank 0's weight broadcast group"}
     joins |= {g.join_weight_group.remote(host, port, i + 1, world): f"generator {i}" for i, g in enumerate(generators)}
-    await_start(joins, time.monotonic() + bound_s, bound_s)
+    await_start(joins, deadline, bound_s)

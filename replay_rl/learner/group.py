@@ -36,8 +36,7 @@ class LearnerGroup:
                 for i in range(c.learners)]
             address = self.ranks[0].address.remote()
             await_start({address: "learner rank 0"}, deadline, bound_s)
-            self.address = ray.get(address)  # rank 0's (host, port): the rendezvous, and sync.type=nccl's group
-            await_start({r.setup.remote(*self.address): f"learner rank {i}" for i, r in enumerate(self.ranks)},
+            await_start({r.setup.remote(*ray.get(address)): f"learner rank {i}" for i, r in enumerate(self.ranks)},
                         deadline, bound_s)
         except BaseException:
             self.shutdown()  # nothing is left holding its CPUs or GPUs, or waiting in the rendezvous
