@@ -45,6 +45,7 @@ class GeneratorSlot:
     stats: object = None
     pending: object = None   # an outstanding stats() call, read when it is ready, never waited on
     restarts: int = 0
+    first_call: int = 0      # where the current actor started in the pace (its stats count from there)
 
 
 @dataclass
@@ -215,9 +216,12 @@ class Roles:
     def replace_generator(self, i: int) -> None:
         s = self.slots[i]
         ray.kill(s.actor)  # one that hung; a dead one is gone already
-        calls = (s.stats.rollouts if s.stats else 0) // self.cfg.generation.rollouts_per_call
+        # the calls the position has made: its actor's own count, which includes where that actor started; one
+        # that died before reporting made none beyond its start (counting rollouts from 0 repeated calls after a
+        # second replacement or a resume, a burst that inflated K_inf)
+        calls = s.stats.calls if s.stats else s.first_call
         s.actor = spawn_generator(self.cfg, i, self.model_path, self.replay.shards, self.board, first_call=calls)
-        s.run, s.pending, s.stats = s.actor.run.remote(), None, None
+        s.run, s.pending, s.stats, s.first_call = s.actor.run.remote(), None, None, calls
         s.restarts += 1
 
     def generator_stats(self) -> list:
@@ -306,7 +310,9 @@ class Roles:
         # generators resume their turns in the pace: from call 0 they would make again, at once, every rollout
         # the schedule allowed up to this step (seen: K_inf 192 against 96 for the same run uninterrupted)
         calls = ledger.k_inf // self.cfg.generation.rollouts_per_call  # all generators' calls together
-        ray.get([s.actor.start_at.remote(calls_dealt(i, calls, len(self.slots))) for i, s in enumerate(self.slots)])
+        for i, s in enumerate(self.slots):
+            s.first_call = calls_dealt(i, calls, len(self.slots))
+        ray.get([s.actor.start_at.remote(s.first_call) for s in self.slots])
         # the resumed weights reach every generator before it generates (a broadcast group receives them together)
         self.learners.publish(version=step, receivers=tuple(s.actor.await_version.remote(step) for s in self.slots))
         return step

@@ -34,6 +34,7 @@ class GeneratorStats:
     version: int          # weights version loaded now
     weight_loads: int
     weight_load_s: float  # seconds spent fetching + loading weights
+    calls: int            # calls made at this position, those before this actor included: a replacement starts here
 
 
 def calls_dealt(generator_id: int, all_calls: int, generators: int) -> int:
@@ -156,7 +157,8 @@ class GeneratorImpl:
 
     def stats(self) -> GeneratorStats:
         return GeneratorStats(self.id, self._rollouts, self.backend.tokens_generated(), self._busy,
-                              time.perf_counter() - self._t0, self.backend.version, self._loads, self._load_s)
+                              time.perf_counter() - self._t0, self.backend.version, self._loads, self._load_s,
+                              self._calls)
 
 
     def pid(self) -> int:
