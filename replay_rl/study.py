@@ -72,10 +72,14 @@ def saved(reach_base: float, reach_cfg: float) -> float:
 
 
 def percentile_bounds(stats: np.ndarray, level: float = 0.9) -> tuple[float | None, float | None]:
-    """Nearest-rank percentile interval of bootstrap draws. ±inf draws are censored and NaN ones undefined; a bound
-    that lands on one of them is None (undefined), never a number: with a share c of −inf draws the lower bound is
-    None once c > (1 − level)/2 and the upper one once c > (1 + level)/2."""
-    s = np.sort(np.asarray(stats, float))  # −inf first; NaN sorts after +inf, so it can only undefine a bound
+    """Nearest-rank percentile interval of bootstrap draws. ±inf draws are censored: a bound that lands on one is
+    None (undefined), never a number; with a share c of −inf draws the lower bound is None once c > (1 − level)/2
+    and the upper one once c > (1 + level)/2. NaN draws (no saving defined at all) are left out, and their share is
+    reported apart (compare's undefined_fraction); with none left both bounds are None."""
+    s = np.sort(np.asarray(stats, float))
+    s = s[~np.isnan(s)]
+    if not len(s):
+        return None, None
     lo, hi = (s[int(np.rint((len(s) - 1) * q))] for q in ((1 - level) / 2, (1 + level) / 2))
     return (float(lo) if np.isfinite(lo) else None), (float(hi) if np.isfinite(hi) else None)
 
@@ -176,45 +180,10 @@ def compare(base: Side, cfg: Side, frac: float = 0.98, level: float = 0.9, draws
     }
 
 
-def saved_fraction(base_reach: list[float], cfg_reach: list[float]) -> float:
-    """`saved` between the medians over seeds of each run's own first reach (the pre-`compare` measure: one noisy
-    crossing per run); −inf if the config's median never reaches, NaN when the baseline's median reaches at 0."""
-    return saved(float(np.median(base_reach)), float(np.median(cfg_reach)))
-
-
-def bootstrap_interval(base_reach: list[float], cfg_reach: list[float], seed: int = 0, draws: int = 2000,
-                       level: float = 0.9) -> tuple[float | None, float | None]:
-    """Percentile bootstrap over seeds (both sides resampled with replacement) of saved_fraction; a bound that lands
-    on a censored or undefined draw is None (percentile_bounds)."""
-    rng = np.random.default_rng(seed)
-    b, c = np.asarray(base_reach, float), np.asarray(cfg_reach, float)
-    stats = [saved_fraction(rng.choice(b, len(b)), rng.choice(c, len(c))) for _ in range(draws)]
-    return percentile_bounds(np.array(stats), level)
-
-
 def fraction_of_budgets_ahead(base: list[Curve], cfg: list[Curve]) -> float:
     """Share of the budgets of merged_grid(base + cfg) at which the config's median_curve is ≥ the baseline's."""
     grid = merged_grid(base + cfg)
     return _ahead(median_curve(base, grid), median_curve(cfg, grid))[0]
-
-
-def summarise_config(base: list[Curve], cfg: list[Curve], threshold: float) -> dict[str, float | list[float]]:
-    """Per config: lift, each run's compute to reach `threshold`, saved % (saved_fraction) with a 90% interval,
-    budgets ahead. The compute-saved numbers to report come from `compare`; this keeps the per-run description."""
-    base_reach, cfg_reach = [c.reach(threshold) for c in base], [c.reach(threshold) for c in cfg]
-    lo, hi = bootstrap_interval(base_reach, cfg_reach)
-    return {
-        "lift_median": float(np.median([c.acc[-1] - c.acc[0] for c in cfg])),
-        "start_median": float(np.median([c.acc[0] for c in cfg])),
-        "final_median": float(np.median([c.acc[-1] for c in cfg])),
-        "reached": f"{sum(np.isfinite(cfg_reach))}/{len(cfg)}",
-        "compute_to_reach_median": float(np.median(cfg_reach)),
-        "compute_saved_pct": _pct(saved_fraction(base_reach, cfg_reach)),
-        "compute_saved_pct_ci90": [_pct(lo), _pct(hi)],
-        "budgets_ahead_fraction": fraction_of_budgets_ahead(base, cfg),
-        "drawdown_median": float(np.median([c.drawdown() for c in cfg])),
-        "final_compute_median": float(np.median([c.compute[-1] for c in cfg])),
-    }
 
 
 def hist_quantile(hist: list[int], q: float) -> float:

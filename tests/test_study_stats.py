@@ -5,7 +5,7 @@ baseline's best, censored bootstrap draws, and the ratio-1 check (identical side
 import numpy as np
 import pytest
 
-from replay_rl.study import Curve, bootstrap_interval, compare, first_reach, fraction_of_budgets_ahead, frontier, \
+from replay_rl.study import Curve, compare, first_reach, fraction_of_budgets_ahead, frontier, \
     merged_grid, percentile_bounds
 
 INF = float("inf")
@@ -112,12 +112,6 @@ def test_partly_censored_draws_leave_the_lower_bound_undefined_and_report_their_
     # then s1 (0.5 at 50) reaching at 49, saved 1 − 49/98 = 50%. Censored share 20/27 > 5% → lower bound undefined
     assert out["censored_fraction"] == pytest.approx(20 / 27, abs=0.04)
     assert out["saved_pct_ci"][0] is None and out["saved_pct_ci"][1] == pytest.approx(50)
-
-
-def test_old_bootstrap_reports_a_baseline_that_never_reached_as_undefined_not_100():
-    # draws whose baseline median is inf (≥ 2 of 3 inf drawn, P = 20/27) used to count as 1 − c/inf = 100% saved
-    lo, hi = bootstrap_interval([50, INF, INF], [40, 40, 40])
-    assert lo == pytest.approx(1 - 40 / 50) and hi is None
 
 
 def test_identical_sides_give_an_interval_that_contains_zero():
