@@ -94,11 +94,14 @@ def plot_all(results: dict[str, list[dict]], table: dict, curves: dict, headline
         steps = [np.asarray([x for x in r["overlap_prev"] if x is not None], float) for r in runs]
         if all(len(s) for s in steps):
             n = min(len(s) for s in steps)
-            a1.plot(np.median([s[:n] for s in steps], 0), lw=0.8, label=name)  # noqa: E226
+            med = np.median([s[:n] for s in steps], 0)
+            w = min(25, n)  # a 25-step running mean: per step the share jumps with each insert
+            a1.plot(np.arange(w - 1, n), np.convolve(med, np.ones(w) / w, "valid"), lw=1.2, label=name)
         h = np.sum([np.asarray(r["since_last_use_hist"], float) for r in runs], axis=0)
         if h.sum():
             a2.plot(np.arange(len(h)), h / h.sum(), marker=".", label=name)
-    a1.set(xlabel="learner step", ylabel="share of the batch in the previous batch", title="buffer/overlap_prev")
+    a1.set(xlabel="learner step", ylabel="share of the batch in the previous batch",
+           title="buffer/overlap_prev (25-step mean)", ylim=(0, 1))
     a2.set(xlabel="learner steps between two uses of a rollout", ylabel="share of reuses", xscale="symlog",
            title="since-last-use distribution")
     for a in (a1, a2):
