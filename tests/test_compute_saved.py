@@ -113,6 +113,6 @@ def test_mini_study_end_to_end_writes_table_plots_and_paper_compute(warm_model, 
                 "best_overlap_prev_mean_median", "best_since_last_use_mean_median", "best_final_pass@4_median"):
         assert key in row, key
     assert set(row["by_lr"]) == {"0.0001", "0.0002"} and row["capacity"] == 64  # 2B at B = 32
-    assert set(report["buffer_frontier"]["rows"]) == {"replay_53_N2B"}
+    assert report["headline"]["rows"] == ["replay_53_N2B"] and report["pooled_buffer_frontier"]["rows"] == ["replay_53_N2B"]
     summary = (out / "summary.md").read_text()
-    assert "| replay_53_N2B |" in summary and "(i) the buffer" in summary and "Best buffer frontier" in summary
+    assert "| replay_53_N2B |" in summary and "(i) the buffer" in summary and "**Headline" in summary

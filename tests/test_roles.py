@@ -22,6 +22,9 @@ class Member:
     def ready(self):
         return True
 
+    def address(self):
+        return "127.0.0.1", 1
+
     def join_weight_group(self, *args):
         if self.hangs:
             time.sleep(60)  # a generator whose model never loads
@@ -29,7 +32,7 @@ class Member:
 
 def test_a_member_that_never_joins_the_weight_group_is_named_within_start_timeout(ray_cluster):
     cfg = RunConfig.load(None, ["run.start_timeout_s=1"])
-    learners = SimpleNamespace(address=("127.0.0.1", 1), ranks=[Member.remote()])
+    learners = SimpleNamespace(ranks=[Member.remote()])  # rank 0 gives the group's address, as a LearnerRank does
     generators = [Member.remote(), Member.remote(hangs=True)]
     ray.get([a.ready.remote() for a in [*learners.ranks, *generators]])  # started: only the join is timed
     t0 = time.monotonic()
