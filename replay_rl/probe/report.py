@@ -108,8 +108,9 @@ def table(result: dict) -> str:
     for name, key in (("at your split", "at_config_split"), ("best split", "best_split")):
         s = rec[key]
         lo, hi = s["capacity_interval"]
-        note = {"unbounded": " (α < 0.01, σ² flat over the ages measured: no optimum, so the longest horizon "
-                             "measured and the config's split; a longer one may be better)",
+        note = {"unbounded": " (α < 0.01: σ² does not grow with age over the ages measured, so the theorem has no "
+                             "finite horizon; this is the longest horizon measured at the config's split, and the "
+                             "interval is unbounded: a longer one may be better)",
                 "on_policy": " (α ≥ ½: on-policy)"}.get(s["limit"], "")
         if s["raised_to_batch"]:
             note += " (raised to B)"
