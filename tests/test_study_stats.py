@@ -114,14 +114,18 @@ def test_partly_censored_draws_leave_the_lower_bound_undefined_and_report_their_
     assert out["saved_pct_ci"][0] is None and out["saved_pct_ci"][1] == pytest.approx(50)
 
 
+def identical_sides(acc: list[tuple]) -> dict:
+    """compare() of seeds (evals at compute 0, 25, 50, 75, 100) against a copy of themselves."""
+    seeds = [c(list(zip((0, 25, 50, 75, 100), a))) for a in acc]
+    return compare({"lr": seeds}, {"lr": list(seeds)})
+
+
 def test_identical_sides_give_an_interval_that_contains_zero():
     # the ratio-1 ladder rung: replay that behaves exactly like the baseline must not look like a saving. The seeds
     # differ in when they get to ~0.50 (75 for the median), not in how high they get
-    steps = (0, 25, 50, 75, 100)
-    acc = [(0.30, 0.45, 0.49, 0.50, 0.50), (0.30, 0.36, 0.42, 0.47, 0.50), (0.31, 0.40, 0.47, 0.49, 0.505),
-           (0.29, 0.38, 0.44, 0.50, 0.50), (0.30, 0.42, 0.46, 0.48, 0.502)]
-    seeds = [c(list(zip(steps, a))) for a in acc]
-    out = compare({"lr": seeds}, {"lr": list(seeds)})
+    out = identical_sides([(0.30, 0.45, 0.49, 0.50, 0.50), (0.30, 0.36, 0.42, 0.47, 0.50),
+                           (0.31, 0.40, 0.47, 0.49, 0.505), (0.29, 0.38, 0.44, 0.50, 0.50),
+                           (0.30, 0.42, 0.46, 0.48, 0.502)])
     assert out["reach_base"] == out["reach_cfg"] == pytest.approx(75) and out["saved_pct"] == pytest.approx(0)
     assert out["budgets_ahead_fraction"] == 1.0 and out["censored_fraction"] == 0.0
     lo, hi = out["saved_pct_ci"]
@@ -132,11 +136,9 @@ def test_identical_sides_with_noisy_bests_contain_zero_with_an_undefined_lower_b
     # here the seeds' bests (0.47, 0.50, 0.49, 0.52, 0.49) differ by more than 2%: a draw whose config median best
     # is 0.47 or 0.49 misses 98% of a baseline draw whose median best is 0.52 (0.98 · 0.52 ≈ 0.51), so ~10% of
     # draws are censored. The lower bound is then "not reached" (None), the upper one stays positive: 0 is inside
-    steps = (0, 25, 50, 75, 100)
-    acc = [(0.30, 0.36, 0.33, 0.45, 0.47), (0.31, 0.40, 0.44, 0.42, 0.50), (0.29, 0.33, 0.41, 0.49, 0.48),
-           (0.30, 0.38, 0.37, 0.46, 0.52), (0.32, 0.35, 0.46, 0.47, 0.49)]
-    seeds = [c(list(zip(steps, a))) for a in acc]
-    out = compare({"lr": seeds}, {"lr": list(seeds)})
+    out = identical_sides([(0.30, 0.36, 0.33, 0.45, 0.47), (0.31, 0.40, 0.44, 0.42, 0.50),
+                           (0.29, 0.33, 0.41, 0.49, 0.48), (0.30, 0.38, 0.37, 0.46, 0.52),
+                           (0.32, 0.35, 0.46, 0.47, 0.49)])
     assert out["saved_pct"] == pytest.approx(0) and 0.05 < out["censored_fraction"] < 0.2
     lo, hi = out["saved_pct_ci"]
     assert lo is None and 0 < hi < 100
