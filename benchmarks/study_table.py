@@ -119,14 +119,14 @@ def buffer_frontier(results: dict[str, list[dict]], pooled: bool, draws: int = 2
         {key: [list(x) if isinstance(x, tuple) else x for x in c[key]] for key in CURVE_KEYS}
 
 
-def fidelity(table: dict, overall: dict) -> list[dict]:
+def fidelity(table: dict, headline: dict) -> list[dict]:
     """The paper's three findings re-checked on the frontier, each marked reproduced or not, with its numbers."""
     rows, base = [], table[BASELINE]
-    if overall:
-        f = overall["budgets_ahead_fraction"]
+    if headline:
+        f = headline["budgets_ahead_fraction"]
         rows.append({"finding": "(i) the buffer frontier is ≥ the baseline frontier at every compute budget (5,3)",
                      "reproduced": bool(f == 1.0), "numbers": f"ahead or tied at {100 * f:.0f}% of budgets, "
-                                                             f"largest lead {overall['max_lead']:+.3f}"})
+                                                             f"largest lead {headline['max_lead']:+.3f}"})
     replay = {n: t for n, t in table.items() if n != BASELINE and abs(t["mu"] - PAPER_MU) < 1e-9}
     if replay:
         top = max(replay, key=lambda n: replay[n]["best_final_median"])
@@ -156,7 +156,6 @@ def _ci(ci: list, censored: float) -> str:
     lo, hi = ci
     show = lambda b: "not reached" if b is None else f"{b:.0f}"  # noqa: E731  (a bound among censored draws)
     return f"[{show(lo)}, {show(hi)}]" + (f" ({100 * censored:.0f}% of draws not reached)" if censored else "")
-
 
 
 def markdown(table: dict, headline: dict, pooled: dict, rows: list[dict], k: int) -> str:
