@@ -2,14 +2,16 @@
 
     python benchmarks/compute_saved.py --preset quick      # ≤ 12 min here: baseline + one replay config, 2 seeds
     python benchmarks/compute_saved.py --preset full       # ≤ 2 h here, by hand: the issue's whole study
+    python benchmarks/compute_saved.py --preset frontier   # the LR frontier (Fig. 4) on arithmetic and countdown
 
 Every run is a real `replay-rl train` (Ray generators, replay shards, DeepSpeed learner) on the testbed of
-configs/tiny_cpu.yaml, paced as a W/T cluster on which generating a batch costs μ training steps. Compute is the
+configs/tiny_cpu.yaml (task "arithmetic") or configs/tiny_cpu_countdown.yaml ("countdown"), paced as a W/T cluster on which generating a batch costs μ training steps. Compute is the
 paper's axis, (K_train + μ·K_inf)/B trainer-step equivalents, so a CPU box measures the paper's trade-off: how much
 learning replayed (older, reused) rollouts buy per unit of compute. Replay runs get the baseline's compute budget.
 The baseline's learning does not depend on μ, so its runs are shared and re-priced at every μ (study.recharge).
 
-Writes results.json, summary.md and PNGs into --out and prints the summary JSON; progress goes to stderr.
+Each task writes results.json, summary.md and PNGs into --out/TASK; --out/summary.md and results.json put the
+tasks' headlines side by side. Prints the headlines as JSON; progress goes to stderr.
 """
 
 from __future__ import annotations
@@ -27,7 +29,11 @@ import numpy as np
 from replay_rl.config import RunConfig
 from replay_rl.metrics import read_metrics
 from replay_rl.theory import plan
-from study_table import BASELINE, PAPER_MU, buffer_frontier, fidelity, markdown, summarise
+from study_table import BASELINE, PAPER_MU, buffer_frontier, fidelity, markdown, summarise, tasks_markdown
+
+ROOT = Path(__file__).resolve().parents[1]
+# each task's testbed: None is the embedded default (configs/tiny_cpu.yaml's arithmetic)
+TASKS = {"arithmetic": None, "countdown": str(ROOT / "configs" / "tiny_cpu_countdown.yaml")}
 
 
 def replay(w: int, t: int, *, n: str = "horizon", mu: float = PAPER_MU, extra: tuple[str, ...] = (),
@@ -73,6 +79,12 @@ DIVERSITY = {
     "least_recent_53_NB+R": replay(5, 3, n="B+R", extra=("replay.sampler=least_recent",), lrs=SMALL_N_LRS),
 }
 
+# countdown (a second task, not tuned on: the arithmetic grids and rows) gets the headline comparison only, the
+# baseline and N=10B at 4 LRs and 3 seeds each, plus N=B at 5e-5, so that the whole study fits ≤ 3 h here
+COUNTDOWN_FRONTIER = {"configs": {"replay_53_N10B": FRONTIER["replay_53_N10B"],
+                                  "replay_53_NB": FRONTIER["replay_53_NB"]}, "sensitivity": {}, "sensitivity_seeds": 0}
+
+# a preset's "tasks" maps each task it runs to the keys it replaces there; without "tasks" it runs arithmetic
 PRESETS: dict[str, dict] = {
     # the ladder: 1 seed a rung, ~15 min here
     "ladder": {"steps": 200, "eval_every": 25, "seeds": 1, "configs": LADDER, "sensitivity": {},
@@ -82,7 +94,8 @@ PRESETS: dict[str, dict] = {
              "sensitivity_seeds": 3, "set": [], "lrs": (None,)},
     # the LR frontier (Fig. 4) with N rows and samplers; the baseline runs 500 steps so that it levels off
     "frontier": {"steps": 500, "eval_every": 25, "seeds": 3, "configs": FRONTIER, "sensitivity": DIVERSITY,
-                 "sensitivity_seeds": 2, "set": [], "lrs": FRONTIER_LRS},
+                 "sensitivity_seeds": 2, "set": [], "lrs": FRONTIER_LRS,
+                 "tasks": {"arithmetic": {}, "countdown": COUNTDOWN_FRONTIER}},
     # a first look, ≤ 12 min on 2 cores: the baseline and N=10B, each at the best LR the frontier study found, on
     # seeds it did not use (3, 4), so that the check is out of sample
     "quick": {"steps": 200, "eval_every": 25, "seeds": 2, "first_seed": 3,
@@ -113,9 +126,9 @@ def capacity_for(rule: str, cfg: RunConfig, w: int, t: int, mu: float) -> tuple[
     return int(math.ceil(float(rule.removesuffix("B") or 1) * b)), rule
 
 
-def capacity_notes(preset: dict, base: list[str]) -> dict[str, str]:
+def capacity_notes(preset: dict, base: list[str], config: str | None = None) -> dict[str, str]:
     """How each row's N was set (capacity_for), for the study table: a horizon row raised to B must say so."""
-    probe = RunConfig.load(None, base)
+    probe = RunConfig.load(config, base)
     return {name: capacity_for(c["n"], probe, c["w"], c["t"], c["mu"])[1]
             for group in ("configs", "sensitivity") for name, c in preset[group].items()} | {BASELINE: "backlog bound"}
 
@@ -128,11 +141,11 @@ def fresh_capacity_floor(cfg: RunConfig) -> int:
     return int(math.ceil(cfg.learner.batch_size / keep / t)) * t
 
 
-def run_specs(preset: dict, base: list[str], out: Path) -> list[tuple[str, int, RunConfig]]:
+def run_specs(preset: dict, base: list[str], out: Path, config: str | None = None) -> list[tuple[str, int, RunConfig]]:
     """(config name, seed, RunConfig) for every run, baseline first, each at every learning rate of its row.
     Replay gets the baseline's compute budget. A run's folder is out/NAME/lr{LR}/seed{S} (out/NAME/seed{S} when the
-    preset keeps the config's LR)."""
-    probe = RunConfig.load(None, base)
+    preset keeps the config's LR). `config` is the task's YAML (None: the embedded default)."""
+    probe = RunConfig.load(config, base)
     b, steps, every = probe.learner.batch_size, preset["steps"], preset["eval_every"]
     specs = []
 
@@ -141,7 +154,7 @@ def run_specs(preset: dict, base: list[str], out: Path) -> list[tuple[str, int, 
             folder = out / name / (f"lr{lr:g}" if lr is not None else "")
             for seed in range(preset.get("first_seed", 0), preset.get("first_seed", 0) + seeds):
                 lr_set = [f"learner.lr={lr}"] if lr is not None else []
-                specs.append((name, seed, RunConfig.load(None, [*base, *overrides, *lr_set, f"run.steps={run_steps}",
+                specs.append((name, seed, RunConfig.load(config, [*base, *overrides, *lr_set, f"run.steps={run_steps}",
                                                              f"run.eval_every={run_every}", f"run.seed={seed}",
                                                              f"run.output_dir={folder / f'seed{seed}'}"])))
 
@@ -154,7 +167,7 @@ def run_specs(preset: dict, base: list[str], out: Path) -> list[tuple[str, int, 
             n, _ = capacity_for(c["n"], probe, c["w"], c["t"], c["mu"])
             n = int(math.ceil(n / probe.cluster.learners)) * probe.cluster.learners
             # probed at a capacity any retention accepts: the base's N may be below this config's floor
-            n = max(n, fresh_capacity_floor(RunConfig.load(None, [*base, *c["overrides"], "replay.capacity=65536"])))
+            n = max(n, fresh_capacity_floor(RunConfig.load(config, [*base, *c["overrides"], "replay.capacity=65536"])))
             add(name, min(seeds, c["seeds"] or seeds), [*c["overrides"], f"replay.capacity={n}",
                               f"cluster.emulate={{mu: {c['mu']}, generators: {c['w']}, learners: {c['t']}}}"],
                 int(round(steps * scale)), max(1, int(round(every * scale))), c["lrs"] or preset["lrs"])
@@ -182,10 +195,65 @@ def load_run(cfg: RunConfig) -> dict:
             "since_last_use_hist": hist["since_last_use_hist"], "wall_s": trains[-1]["ledger/wall_s"]}
 
 
+def task_presets(preset: dict, tasks: list[str] | None) -> dict[str, dict]:
+    """The preset as each task runs it: its "tasks" entry's keys replace the preset's (no entry: arithmetic only).
+    `tasks` picks some (a task the preset does not name runs the preset as it is)."""
+    named = preset.get("tasks", {"arithmetic": {}})
+    return {task: preset | named.get(task, {}) for task in (tasks or named)}
+
+
+def study_task(task: str, preset: dict, specs: list, base: list[str], out: Path, report_only: bool,
+               progress: dict) -> dict:
+    """Run one task's unfinished runs (all of them are kept, so that a stopped study resumes) and write its
+    results.json, summary.md and PNGs into `out`. Returns its report."""
+    from replay_rl.trainer import train
+    from study_plots import plot_all  # benchmarks/ is on sys.path when run as a script
+
+    results: dict[str, list[dict]] = {}
+    for name, seed, cfg in specs:
+        finished = (Path(cfg.run.output_dir) / "replay_stats.json").is_file()
+        if report_only and not finished:
+            continue
+        t1 = time.perf_counter()
+        if not finished:  # a partial run starts over
+            shutil.rmtree(cfg.run.output_dir, ignore_errors=True)
+            train(cfg)
+            progress["trained"] += 1
+        progress["left"] -= not finished
+        run = load_run(cfg)
+        results.setdefault(name, []).append(run)
+        progress["i"] += 1
+        done = time.perf_counter() - progress["t0"]
+        how = f"{cfg.run.steps} steps in {time.perf_counter() - t1:.0f} s" if not finished else "finished earlier"
+        print(f"[{progress['i']}/{progress['n']}] {task} {name} seed {seed}: {how}, "
+              f"pass@1 {run['pass@1'][0]:.3f} → {run['pass@1'][-1]:.3f}, compute {run['compute'][-1]:.0f}; "
+              f"{done / 60:.1f} min so far, ~{done / max(progress['trained'], 1) * progress['left'] / 60:.1f} min left",
+              file=sys.stderr, flush=True)
+    k = specs[0][2].run.eval_k
+    print(f"summarising {task} (bootstrap over seeds) ...", file=sys.stderr, flush=True)
+    table, curves = summarise(results, k)
+    for name, how in capacity_notes(preset, base, TASKS[task]).items():
+        if name in table:
+            table[name]["n_rule"] = how
+    (headline, headline_curves), (pooled, _) = (buffer_frontier(results, pooled=p) for p in (False, True))
+    rows = fidelity(table, headline)
+    out.mkdir(parents=True, exist_ok=True)
+    plots = plot_all(results, table, curves, headline, headline_curves, out)
+    report = {"benchmark": "compute_saved", "task": task, "compute_axis": "(K_train + mu*K_inf)/B",
+              "reach": "compute to first reach 98% of the baseline frontier's best (median best-so-far over seeds)",
+              "headline": headline, "pooled_buffer_frontier": pooled, "table": table, "fidelity": rows, "plots": plots}
+    (out / "results.json").write_text(strict_json(report | {"curves": curves, "headline_curves": headline_curves,
+                                                            "runs": results}))
+    (out / "summary.md").write_text(markdown(table, headline, pooled, rows, k))
+    return report
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--preset", default="quick", choices=sorted(PRESETS))
     ap.add_argument("--out", default="runs/bench/compute_saved")
+    ap.add_argument("--task", action="append", choices=sorted(TASKS),
+                    help="run only this task (repeatable; default: every task the preset names)")
     ap.add_argument("--set", "-s", action="append", default=[], help="override applied to every run")
     ap.add_argument("--seeds", type=int, help="seeds per config (default: the preset's); sensitivity keeps ≤ this")
     ap.add_argument("--configs", help="comma-separated subset of the preset's configs (the baseline always runs)")
@@ -193,65 +261,42 @@ def main() -> None:
                     help="run nothing: summarise the finished runs already in --out (a study stopped part-way); "
                          "without it, finished runs in --out are kept and only the rest run")
     args = ap.parse_args()
-    preset, out = dict(PRESETS[args.preset]), Path(args.out)
-    if args.seeds:
-        preset |= {"seeds": args.seeds, "sensitivity_seeds": min(args.seeds, preset["sensitivity_seeds"])}
-    if args.configs:
-        keep = set(args.configs.split(","))
-        unknown = keep - set(preset["configs"]) - set(preset["sensitivity"])
-        if unknown:
-            ap.error(f"--configs: {sorted(unknown)} not in preset {args.preset!r}; choose from "
-                     f"{sorted([*preset['configs'], *preset['sensitivity']])}")
-        preset |= {g: {n: c for n, c in preset[g].items() if n in keep} for g in ("configs", "sensitivity")}
-    specs = run_specs(preset, [*STUDY_BASE, *preset["set"], *args.set], out)
+    out, plans = Path(args.out), {}
+    for task, preset in task_presets(PRESETS[args.preset], args.task).items():
+        if args.seeds:
+            preset |= {"seeds": args.seeds, "sensitivity_seeds": min(args.seeds, preset["sensitivity_seeds"])}
+        if args.configs:
+            keep = set(args.configs.split(","))
+            unknown = keep - set(preset["configs"]) - set(preset["sensitivity"])
+            if unknown:
+                ap.error(f"--configs: {sorted(unknown)} not in preset {args.preset!r} on {task}; choose from "
+                         f"{sorted([*preset['configs'], *preset['sensitivity']])}")
+            preset |= {g: {n: c for n, c in preset[g].items() if n in keep} for g in ("configs", "sensitivity")}
+        base = [*STUDY_BASE, *preset["set"], *args.set]
+        plans[task] = (preset, base, run_specs(preset, base, out / task, TASKS[task]))
 
-    from replay_rl.trainer import connect, train
+    from replay_rl.trainer import connect
     from replay_rl.warmstart import ensure_model
 
-    if args.report_only:  # a run is finished once it wrote replay_stats.json
-        specs = [s for s in specs if (Path(s[2].run.output_dir) / "replay_stats.json").is_file()]
-    else:
-        connect(specs[0][2])  # one Ray session for all runs
-        ensure_model(specs[0][2])  # the shared warm-started model, built once
-    results: dict[str, list[dict]] = {}
     t0 = time.perf_counter()
-    todo = [not (Path(cfg.run.output_dir) / "replay_stats.json").is_file() for _, _, cfg in specs]
-    trained = 0
-    for i, ((name, seed, cfg), run_it) in enumerate(zip(specs, todo)):
-        t1 = time.perf_counter()
-        if run_it:  # a rerun continues a stopped study: finished runs are kept, a partial one starts over
-            shutil.rmtree(cfg.run.output_dir, ignore_errors=True)
-            train(cfg)
-            trained += 1
-        run = load_run(cfg)
-        results.setdefault(name, []).append(run)
-        done, left = time.perf_counter() - t0, sum(todo[i + 1:])
-        how = f"{cfg.run.steps} steps in {time.perf_counter() - t1:.0f} s" if run_it else "finished earlier"
-        print(f"[{i + 1}/{len(specs)}] {name} seed {seed}: {how}, "
-              f"pass@1 {run['pass@1'][0]:.3f} → {run['pass@1'][-1]:.3f}, compute {run['compute'][-1]:.0f}; "
-              f"{done / 60:.1f} min so far, ~{done / max(trained, 1) * left / 60:.1f} min left",
-              file=sys.stderr, flush=True)
-    k = specs[0][2].run.eval_k
-    print("summarising (bootstrap over seeds) ...", file=sys.stderr, flush=True)
-    table, curves = summarise(results, k)
-    for name, how in capacity_notes(preset, [*STUDY_BASE, *preset["set"], *args.set]).items():
-        if name in table:
-            table[name]["n_rule"] = how
-    (headline, headline_curves), (pooled, _) = (buffer_frontier(results, pooled=p) for p in (False, True))
-    rows = fidelity(table, headline)
-    out.mkdir(parents=True, exist_ok=True)
-    from study_plots import plot_all  # noqa: E402  (benchmarks/ is on sys.path when run as a script)
-
-    plots = plot_all(results, table, curves, headline, headline_curves, out)
-    report = {"benchmark": "compute_saved", "preset": args.preset, "compute_axis": "(K_train + mu*K_inf)/B",
-              "reach": "compute to first reach 98% of the baseline frontier's best (median best-so-far over seeds)",
-              "headline": headline, "pooled_buffer_frontier": pooled, "table": table, "fidelity": rows, "plots": plots,
-              "wall_min": (time.perf_counter() - t0) / 60}
-    (out / "results.json").write_text(strict_json(report | {"curves": curves, "headline_curves": headline_curves,
-                                                            "runs": results}))
-    (out / "summary.md").write_text(markdown(table, headline, pooled, rows, k))
-    print(strict_json({key: report[key] for key in ("headline", "pooled_buffer_frontier", "fidelity", "plots",
-                                                    "wall_min")}))
+    all_specs = [s for _, _, specs in plans.values() for s in specs]
+    left = sum(not (Path(cfg.run.output_dir) / "replay_stats.json").is_file() for _, _, cfg in all_specs)
+    progress = {"t0": t0, "i": 0, "n": len(all_specs), "trained": 0, "left": left}
+    if not args.report_only:
+        connect(all_specs[0][2])  # one Ray session for all runs
+    reports = {}
+    for task, (preset, base, specs) in plans.items():
+        if not args.report_only:
+            ensure_model(specs[0][2])  # the task's warm-started model, built once
+        reports[task] = study_task(task, preset, specs, base, out / task, args.report_only, progress)
+    head = {task: {key: r[key] for key in ("headline", "pooled_buffer_frontier", "fidelity", "plots")}
+            for task, r in reports.items()}
+    summary = {"benchmark": "compute_saved", "preset": args.preset, "tasks": head,
+               "wall_min": (time.perf_counter() - t0) / 60}
+    (out / "results.json").write_text(strict_json(summary))
+    (out / "summary.md").write_text(tasks_markdown({task: r["headline"] for task, r in reports.items()},
+                                                   args.preset))
+    print(strict_json(summary))
 
 
 def strict_json(obj) -> str:

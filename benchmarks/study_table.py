@@ -158,23 +158,36 @@ def _ci(ci: list, censored: float) -> str:
     return f"[{show(lo)}, {show(hi)}]" + (f" ({100 * censored:.0f}% of draws not reached)" if censored else "")
 
 
+def headline_line(title: str, o: dict) -> str:
+    """One comparison (buffer_frontier) as a paragraph: reach, compute saved with its interval, lower bars."""
+    return (f"**{title}**, vs the baseline frontier at μ={PAPER_MU} ({o['rows']}; {o['labels']['buffer']} "
+            f"against the baseline's {o['labels']['baseline']}): threshold {_fmt(o['threshold'], 3)} (98% of "
+            f"the baseline frontier's best {_fmt(o['base_best'], 3)}), reached at compute "
+            f"{_fmt(o['reach_cfg'], 0)} against {_fmt(o['reach_base'], 0)}: **compute saved "
+            f"{_fmt(o['saved_pct'], 0)}%** {_ci(o['saved_pct_ci'], o['censored_fraction'])}, 90% bootstrap over "
+            f"seeds; buffer ahead or tied at {100 * o['budgets_ahead_fraction']:.0f}% of budgets (largest lead "
+            f"{o['max_lead']:+.3f}). To first reach a lower bar: " +
+            "; ".join(f"{100 * float(f):.0f}% of the best ({_fmt(a['threshold'], 3)}): "
+                      f"{_fmt(a['saved_pct'], 0)}% {_ci(a['saved_pct_ci'], a['censored_fraction'])}"
+                      for f, a in o["saved_at"].items()) + ".")
+
+
+def tasks_markdown(headlines: dict[str, dict], preset: str) -> str:
+    """The study's front page: each task's headline side by side; the tables are in TASK/summary.md."""
+    lines = [f"# Compute saved, `--preset {preset}`", ""]
+    for task, o in headlines.items():
+        lines += [f"## {task} (tables: `{task}/summary.md`)", "",
+                  headline_line("Headline", o) if o else "no buffer row ran", ""]
+    return "\n".join(lines)
+
+
 def markdown(table: dict, headline: dict, pooled: dict, rows: list[dict], k: int) -> str:
     lines = []
     for title, o in (("Headline: the most-run (5,3) buffer row's LR frontier", headline),
                      ("Pooled: the best over every (5,3) row and LR (more labels than the baseline: favours the "
                       "buffer)", pooled)):
-        if not o:
-            continue
-        lines += [f"**{title}**, vs the baseline frontier at μ={PAPER_MU} ({o['rows']}; {o['labels']['buffer']} "
-                  f"against the baseline's {o['labels']['baseline']}): threshold {_fmt(o['threshold'], 3)} (98% of "
-                  f"the baseline frontier's best {_fmt(o['base_best'], 3)}), reached at compute "
-                  f"{_fmt(o['reach_cfg'], 0)} against {_fmt(o['reach_base'], 0)}: **compute saved "
-                  f"{_fmt(o['saved_pct'], 0)}%** {_ci(o['saved_pct_ci'], o['censored_fraction'])}, 90% bootstrap over "
-                  f"seeds; buffer ahead or tied at {100 * o['budgets_ahead_fraction']:.0f}% of budgets (largest lead "
-                  f"{o['max_lead']:+.3f}). To first reach a lower bar: " +
-                  "; ".join(f"{100 * float(f):.0f}% of the best ({_fmt(a['threshold'], 3)}): "
-                            f"{_fmt(a['saved_pct'], 0)}% {_ci(a['saved_pct_ci'], a['censored_fraction'])}"
-                            for f, a in o["saved_at"].items()) + ".", ""]
+        if o:
+            lines += [headline_line(title, o), ""]
     lines += ["| config | μ | N (N/B; how set) | sampler | LRs | best LR | final at best LR | saved %, the row's "
               "frontier over its LRs vs the baseline's [90% CI] | saved %, own best vs best [90% CI] | budgets ahead | overlap prev | since last use | "
               "replay ratio | entropy |", "|" + "---|" * 14]

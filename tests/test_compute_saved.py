@@ -62,15 +62,31 @@ def test_every_preset_builds_valid_run_configs(preset, tmp_path):
     # the full preset is run by hand only: a config rule added later (positive-bias capacity floor) once broke it
     # before any run started, and nothing in CI noticed
     sys.path.insert(0, str(ROOT / "benchmarks"))
-    from compute_saved import BASELINE, PRESETS, STUDY_BASE, run_specs
+    from compute_saved import BASELINE, PRESETS, STUDY_BASE, TASKS, run_specs, task_presets
 
-    specs = run_specs(PRESETS[preset], [*STUDY_BASE, *PRESETS[preset]["set"]], tmp_path)
-    names = {name for name, _, _ in specs}
-    assert names == {BASELINE, *PRESETS[preset]["configs"], *PRESETS[preset]["sensitivity"]}
+    for task, p in task_presets(PRESETS[preset], None).items():
+        specs = run_specs(p, [*STUDY_BASE, *p["set"]], tmp_path / task, TASKS[task])
+        assert {name for name, _, _ in specs} == {BASELINE, *p["configs"], *p["sensitivity"]}
+        assert {cfg.task.type for _, _, cfg in specs} == {task}
+        check_specs(specs, p, BASELINE)
+
+
+def test_frontier_preset_runs_both_tasks_and_one_can_be_picked():
+    sys.path.insert(0, str(ROOT / "benchmarks"))
+    from compute_saved import PRESETS, task_presets
+
+    assert set(task_presets(PRESETS["frontier"], None)) == {"arithmetic", "countdown"}
+    assert set(task_presets(PRESETS["frontier"], ["countdown"])) == {"countdown"}
+    assert set(task_presets(PRESETS["quick"], None)) == {"arithmetic"}
+    # a task the preset does not name runs the preset as it is
+    assert task_presets(PRESETS["quick"], ["countdown"])["countdown"]["configs"] == PRESETS["quick"]["configs"]
+
+
+def check_specs(specs, preset, baseline):
     # every row runs at each of its learning rates, each in a folder of its own
     assert len({cfg.run.output_dir for _, _, cfg in specs}) == len(specs)
-    base_lrs = {cfg.learner.lr for name, _, cfg in specs if name == BASELINE}
-    assert len(base_lrs) == len(PRESETS[preset]["lrs"])
+    base_lrs = {cfg.learner.lr for name, _, cfg in specs if name == baseline}
+    assert len(base_lrs) == len(preset["lrs"])
     for name, _, cfg in specs:
         keep = 1 - cfg.replay.delta if cfg.replay.type == "positive_bias" else 1.0
         assert keep * cfg.replay.capacity >= cfg.learner.batch_size, name
@@ -87,7 +103,10 @@ def test_mini_study_end_to_end_writes_table_plots_and_paper_compute(warm_model, 
                            "--out", str(out), "-s", f"model.path={path}"], capture_output=True, text=True,
                           env={**os.environ, "HF_HUB_OFFLINE": "1"}, timeout=600, cwd=tmp_path)
     assert proc.returncode == 0, proc.stderr[-3000:]
-    assert "[4/4] replay_53_N2B seed 0" in proc.stderr  # progress a person can follow
+    assert "[4/4] arithmetic replay_53_N2B seed 0" in proc.stderr  # progress a person can follow
+    front = json.loads((out / "results.json").read_text())
+    assert set(front["tasks"]) == {"arithmetic"} and "**Headline**" in (out / "summary.md").read_text()
+    out = out / "arithmetic"
     report = json.loads((out / "results.json").read_text())
     assert set(report["table"]) == {"baseline", "replay_53_N2B"}
     for name in ("accuracy_vs_compute.png", "accuracy_vs_tokens.png", "entropy_vs_steps.png", "saved_map.png",
