@@ -16,8 +16,10 @@ import argparse
 import json
 import os
 import re
+import shutil
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 
@@ -32,8 +34,20 @@ RAY = str(Path(sys.executable).with_name("ray")) if Path(sys.executable).with_na
 EXCLUDES = [".git", ".venv", "venv", "runs", "**/__pycache__", "*.egg-info"]
 
 
-def runtime_env(pip: list[str], env: dict[str, str]) -> dict:
-    out = {"working_dir": str(ROOT), "excludes": EXCLUDES,
+def package(submission_id: str, into: Path) -> Path:
+    """This checkout, copied for one submission with a file naming it, so that every job gets a working_dir package
+    of its own: Ray 2.60 reclaims a package when the jobs using it end, and a job submitted with the same package
+    seconds later imported from the folder being deleted (ModuleNotFoundError: replay_rl.replay.shard, seen when
+    a failed run's resume was submitted at once)."""
+    copy = into / "checkout"
+    skip = shutil.ignore_patterns(*(e.removeprefix("**/") for e in EXCLUDES))
+    shutil.copytree(ROOT, copy, symlinks=True, ignore=skip)
+    (copy / ".submission").write_text(submission_id + "\n")
+    return copy
+
+
+def runtime_env(pip: list[str], env: dict[str, str], working_dir: Path = ROOT) -> dict:
+    out = {"working_dir": str(working_dir), "excludes": EXCLUDES,
            "env_vars": {"HF_HUB_OFFLINE": "1", "HF_HUB_DISABLE_PROGRESS_BARS": "1", "TOKENIZERS_PARALLELISM": "false",
                         **env}}
     if pip:
@@ -41,7 +55,7 @@ def runtime_env(pip: list[str], env: dict[str, str]) -> dict:
     return out
 
 
-def build_command(args: argparse.Namespace) -> list[str]:
+def build_command(args: argparse.Namespace, working_dir: Path = ROOT) -> list[str]:
     config = Path(args.config).resolve()
     try:
         rel = config.relative_to(ROOT)
@@ -50,7 +64,7 @@ def build_command(args: argparse.Namespace) -> list[str]:
     entry = ["python", "-m", "replay_rl.cli", "train", "-c", str(rel)] + [a for s in args.set for a in ("-s", s)]
     env = dict(kv.split("=", 1) for kv in args.env)
     cmd = [RAY, "job", "submit", "--address", args.address,
-           "--runtime-env-json", json.dumps(runtime_env(args.pip, env))]
+           "--runtime-env-json", json.dumps(runtime_env(args.pip, env, working_dir))]
     if args.submission_id:
         cmd += ["--submission-id", args.submission_id]
     if args.no_wait:
@@ -95,12 +109,14 @@ def main(argv: list[str] | None = None) -> int:
                   f"checkout on the head; pass -s {field}=/absolute/path to keep it", file=sys.stderr)
     # the CLI sends the token only in token mode; it reads RAY_AUTH_TOKEN, RAY_AUTH_TOKEN_PATH or ~/.ray/auth_token
     env = {"RAY_AUTH_MODE": "token", **os.environ}
-    for attempt in range(AGENT_RETRIES):
-        proc = subprocess.run(build_command(args), capture_output=True, text=True, env=env)
-        # a freshly started head answers before its job agent is up; Ray says to try again later
-        if "No available agent to submit job" not in proc.stdout + proc.stderr:
-            break
-        time.sleep(2)
+    with tempfile.TemporaryDirectory(prefix="replay-rl-submit-") as tmp:
+        command = build_command(args, package(args.submission_id, Path(tmp)))
+        for attempt in range(AGENT_RETRIES):
+            proc = subprocess.run(command, capture_output=True, text=True, env=env)
+            # a freshly started head answers before its job agent is up; Ray says to try again later
+            if "No available agent to submit job" not in proc.stdout + proc.stderr:
+                break
+            time.sleep(2)
     sys.stdout.write(proc.stdout)
     if proc.returncode != 0:
         # surface the one line that says why (the job's own error, or the CLI's), not a wall of log

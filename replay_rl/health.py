@@ -7,6 +7,7 @@ from dataclasses import dataclass
 
 import ray
 from ray.exceptions import RayActorError
+from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
 from replay_rl.replay.shard import NOT_ASKED, SERVED
 
@@ -78,3 +79,30 @@ def first_error(refs: list) -> str:
         except Exception as e:  # noqa: BLE001 - reported, not handled
             return one_line(e)
     return "unknown"
+
+
+def lost_nodes(where: dict) -> str:
+    """The nodes of a placement (Roles.placement) that have left the cluster (a preempted or failed host), as
+    "node ADDRESS (id ..., offering ...)", or "" when every one is alive (or Ray has not noticed yet: a node's
+    missed heartbeats take Ray's health check ~15-30 s, a dead worker process less)."""
+    gone = {n["NodeID"]: n for n in ray.nodes() if not n["Alive"]}
+    lost = {p["node_id"]: p["node_resources"] for p in where.values() if p["node_id"] in gone}
+    return ", ".join(f"node {gone[node]['NodeManagerAddress']} (id {node[:8]}, offering "
+                     f"{', '.join(f'{k}={v:g}' for k, v in offers.items()) or 'no custom resources'})"
+                     for node, offers in lost.items())
+
+
+@ray.remote(num_cpus=0)
+def _here() -> bool:
+    return True
+
+
+def settle_nodes(where: dict, bound_s: float) -> None:
+    """Before a restart places the roles again, wait (up to bound_s) until every node of the dead attempt's placement
+    either runs a trivial task or is declared dead by Ray. A host lost at once kills its workers at once, but Ray
+    declares the node dead only after its missed heartbeats (~30 s): roles placed on it in between never start
+    ("the actor never ran"). A task pinned to a node returns on a live one and fails once that node is declared
+    dead, so waiting for them all is enough."""
+    probes = [_here.options(scheduling_strategy=NodeAffinitySchedulingStrategy(node, soft=False)).remote()
+              for node in {p["node_id"] for p in where.values()}]
+    ray.wait(probes, num_returns=len(probes), timeout=bound_s)

@@ -1,9 +1,12 @@
-"""Metrics sink: one JSON line per record in <output_dir>/metrics.jsonl, mirrored to TensorBoard (<output_dir>/tb)."""
+"""Metrics sink: one JSON line per record in <output_dir>/metrics.jsonl, mirrored to TensorBoard (<output_dir>/tb).
+Each row carries its step, its kind and `time`, the wall clock (Unix seconds) when it was written: the ledger's
+wall_s restarts from a checkpoint's, so only `time` tells how long a recovery took."""
 
 from __future__ import annotations
 
 import json
 import math
+import time
 from pathlib import Path
 
 
@@ -25,7 +28,7 @@ class MetricsSink:
 
     def log(self, step: int, kind: str, values: dict[str, float]) -> None:
         clean = {k: (None if isinstance(v, float) and not math.isfinite(v) else v) for k, v in values.items()}
-        self._file.write(json.dumps({"step": step, "kind": kind, **clean}) + "\n")
+        self._file.write(json.dumps({"step": step, "kind": kind, "time": round(time.time(), 3), **clean}) + "\n")
         self._file.flush()
         if self._tb is not None:
             for k, v in clean.items():

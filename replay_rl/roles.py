@@ -7,7 +7,7 @@ from __future__ import annotations
 import json
 import sys
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import ray
@@ -18,7 +18,7 @@ from replay_rl.checkpoints import STATE_FILE, checkpoint_dir, commit, staging_di
 from replay_rl.config import RunConfig
 from replay_rl.evaluator import Evaluator
 from replay_rl.generation.generator import Generator, GeneratorStats, calls_dealt
-from replay_rl.health import PROBE_S, Hung, first_error, hung_roles, one_line, probe_all
+from replay_rl.health import PROBE_S, Hung, first_error, hung_roles, lost_nodes, one_line, probe_all
 from replay_rl.learner.agreement import agreement_problem
 from replay_rl.learner.group import LearnerGroup, await_start
 from replay_rl.replay.client import ReplayClient, create_shards, shard_restarts
@@ -30,11 +30,13 @@ class RunFailed(RuntimeError):
     """The run cannot go on; the message is one line naming the role and the cause. `death` names an actor that
     died or hung (a learner rank, a shard past its restarts, a generator in a broadcast group): restarting every
     role from the newest checkpoint recovers that (run.max_restarts). Other causes (a rule that stalls, a failing
-    reward) would recur."""
+    reward) would recur. `where` is the dead run's placement, from which a failed restart names lost nodes."""
 
-    def __init__(self, message: str, death: str | None = None) -> None:
+    def __init__(self, message: str, death: str | None = None, where: dict | None = None) -> None:
         super().__init__(message)
         self.death = death
+        self.where = where or {}
+
 
 
 @dataclass
@@ -60,6 +62,7 @@ class Roles:
     model_path: str
     pending_eval: tuple | None = None  # (step, ledger row at that step, the evaluator's result ref)
     run_restarts: int = 0  # how often every role was restarted from a checkpoint before these were built
+    where: dict = field(default_factory=dict)  # placement(): a role's death names the node it was lost with
 
     @property
     def generators(self) -> list:
@@ -76,12 +79,14 @@ class Roles:
         actors |= {f"learner rank {i}": r for i, r in enumerate(self.learners.ranks)}
         actors |= {f"replay shard {i}": s for i, s in enumerate(self.replay.shards)}
         node_ids = ray.get([a.__ray_call__.remote(lambda _: ray.get_runtime_context().get_node_id())
-                            for a in actors.values()], timeout=60)
+                            for a in actors.values()], timeout=self.cfg.run.start_timeout_s)
         offers = {n["NodeID"]: {k: v for k, v in n["Resources"].items() if not k.startswith(("node:", "CPU", "GPU",
                                                                                           "memory", "object_store"))}
                   for n in ray.nodes()}
-        return {name: {"node_id": node, "node_resources": offers.get(node, {})}
-                for name, node in zip(actors, node_ids)}
+        self.where = {name: {"node_id": node, "node_resources": offers.get(node, {})}
+                      for name, node in zip(actors, node_ids)}
+        return self.where
+
 
     def start_generators(self) -> None:
         for s in self.slots:
@@ -128,8 +133,10 @@ class Roles:
         return self.dead_member() or RunFailed("a learner step failed: " + first_error(pending))
 
     def died(self, death: str) -> RunFailed:
+        lost = lost_nodes(self.where)
+        death = f"{death} with {lost}, which left the cluster" if lost else death
         return RunFailed(f"{death}; resume with run.resume_from=auto (newest checkpoint in {self.cfg.run.output_dir})",
-                         death)
+                         death, self.where)
 
     def dead_member(self) -> RunFailed | None:
         """The failure of the first learner rank or replay shard that no longer answers, or None."""
@@ -173,7 +180,7 @@ class Roles:
             for i in hung.generators:
                 self.recover_generator(i, cause)
         except RunFailed as e:
-            raise RunFailed(f"{line}; {e}", e.death) from None
+            raise RunFailed(f"{line}; {e}", e.death, e.where) from None
 
     def recover_shard(self, i: int, cause: str) -> None:
         """Kill a hung shard: Ray restarts it in place, it restores its live snapshot and counts the restart
@@ -341,7 +348,7 @@ def build(cfg: RunConfig, model_path: str, run_restarts: int = 0) -> Roles:
     c = cfg.cluster
     shards = create_shards(cfg)
     board, eval_board = WeightBoard.remote(), WeightBoard.remote()
-    learners = LearnerGroup(cfg, model_path, shards, board, eval_board)
+    learners = LearnerGroup(cfg, model_path, shards, board, eval_board, restart=run_restarts > 0)
     generators = [spawn_generator(cfg, i, model_path, shards, board) for i in range(c.generators)]
     if cfg.sync.type == "nccl":  # rank 0 of the learners + every generator form one broadcast group
         try:

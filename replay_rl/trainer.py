@@ -17,10 +17,13 @@ import time
 from pathlib import Path
 
 import ray
+from ray.exceptions import RayActorError
 
 from replay_rl.accounting import ComputeLedger
 from replay_rl.checkpoints import checkpoint_dir, is_checkpoint, latest_checkpoint, link_final_model, resolve_resume
 from replay_rl.config import RunConfig
+from replay_rl.health import lost_nodes, one_line, settle_nodes
+from replay_rl.learner.group import LearnerStartTimeout
 from replay_rl.local_ray import init_local
 from replay_rl.metrics import MetricsSink, namespaced
 from replay_rl.orphan_guard import start_guard
@@ -84,8 +87,9 @@ def ledger_for(cfg: RunConfig) -> ComputeLedger:
 
 def train(cfg: RunConfig, progress=None) -> dict:
     """Run training; returns the final record (eval scores + ledger). progress(step, record) is called per step.
-    A role that dies past its own recovery (a learner rank, a generator in a broadcast group) restarts every role
-    from the newest checkpoint, up to run.max_restarts times."""
+    A role that dies past its own recovery (a learner rank, a generator in a broadcast group, every role of a node
+    that left the cluster) restarts every role from the newest checkpoint, up to run.max_restarts times; a restart
+    waits up to run.start_timeout_s for nodes offering the resources its roles need (a replacement node)."""
     preflight(cfg)  # bad inputs fail here, in one line, before Ray starts
     out = Path(cfg.run.output_dir)
     out.mkdir(parents=True, exist_ok=True)
@@ -98,15 +102,26 @@ def train(cfg: RunConfig, progress=None) -> dict:
         for restart in range(cfg.run.max_restarts + 1):
             try:
                 return run_roles(cfg, model_path, resume, restart, progress)
+            except LearnerStartTimeout as e:
+                if not restart:
+                    raise
+                gone = lost_nodes(lost.where)
+                raise RunFailed(f"restarting after {lost.death}{f' ({gone} left the cluster)' if gone else ''}: {e}; "
+                                f"once the cluster offers those resources again, resume with run.resume_from=auto "
+                                f"(newest checkpoint in {out})") from None
             except RunFailed as e:
                 if e.death is None:  # a stall held by a rule or a failing reward would fail again
                     raise
+                lost = e
                 if restart == cfg.run.max_restarts:
-                    raise (RunFailed(f"{e}; run.max_restarts={restart} restarts are used up", e.death) if restart
-                           else e) from None
+                    raise (RunFailed(f"{e}; run.max_restarts={restart} restarts are used up", e.death, e.where)
+                           if restart else e) from None
                 resume = latest_checkpoint(out) or resume  # none saved yet: where this run started from
-                print(f"restart {restart + 1} of {cfg.run.max_restarts}: {e.death}; every role restarts from "
-                      f"{resume or 'step 0 (no checkpoint yet)'}", file=sys.stderr, flush=True)
+                settle_nodes(e.where, cfg.run.node_wait_s)  # a lost node is declared dead before roles are placed
+                gone = lost_nodes(e.where)
+                print(f"restart {restart + 1} of {cfg.run.max_restarts}: {e.death}"
+                      f"{f' ({gone} left the cluster)' if gone and gone not in e.death else ''}; every role restarts "
+                      f"from {resume or 'step 0 (no checkpoint yet)'}", file=sys.stderr, flush=True)
         raise AssertionError("unreachable: the last attempt returns or raises")
     finally:
         if owns_ray:
@@ -165,6 +180,10 @@ def run_roles(cfg: RunConfig, model_path: str, resume: Path | None, restarts: in
         sink.close()  # every row on disk before the pictures read them
         write_report([out], out / "plots")
         return record | {"step": step, "output_dir": str(out), "final_model": str(link_final_model(out, final))}
+    except RayActorError as e:  # a role died outside the step's own handling (a checkpoint, an eval): a death
+        if roles is None:
+            raise
+        raise roles.dead_member() or roles.died(one_line(e)) from None
     finally:
         if roles is not None:
             roles.shutdown()
@@ -217,7 +236,6 @@ def describe_failure(e: BaseException, log: Path) -> str:
     """One line for the terminal (role and cause); the full traceback goes to `log`."""
     import traceback
 
-    from replay_rl.health import one_line
     from replay_rl.roles import RunFailed
 
     log.parent.mkdir(parents=True, exist_ok=True)

@@ -9,8 +9,11 @@ import socket
 import subprocess
 import sys
 import time
+from dataclasses import dataclass
 from pathlib import Path
 
+import numpy as np
+import psutil  # Ray's own dependency
 import pytest
 
 from replay_rl.metrics import read_metrics
@@ -64,6 +67,17 @@ def stop_nodes(nodes: list[subprocess.Popen], grace_s: float = 5) -> None:
                 node.wait(timeout=60)
 
 
+def kill_node(node: subprocess.Popen) -> None:
+    """A host lost at once: the node's `ray start` and every process under it, SIGKILLed together. Killing the
+    process group is not enough: the raylet's workers (a learner rank among them) run in sessions of their own and
+    kept training for several steps, until the node's missed heartbeats were noticed."""
+    tree = [psutil.Process(node.pid), *psutil.Process(node.pid).children(recursive=True)]
+    for proc in tree:
+        with contextlib.suppress(psutil.NoSuchProcess):
+            proc.kill()
+    node.wait(timeout=60)
+
+
 def ray_cli(*args: str) -> subprocess.CompletedProcess | None:
     env = {**os.environ, "RAY_AUTH_MODE": "token", "PATH": PATH}
     try:
@@ -86,7 +100,15 @@ def wait_for(ready, nodes: list[subprocess.Popen], logs: list[Path], what: str) 
     raise NodeDown(f"{what}: not within {BRING_UP_S}s")
 
 
-def bring_up(logs_dir: Path) -> tuple[list[subprocess.Popen], str]:
+@dataclass
+class Cluster:
+    address: str                  # the head's job server
+    gcs: int                      # the head's port, which a node joins at
+    nodes: list[subprocess.Popen]  # head first; a test that starts a node adds it, so that teardown stops it
+    logs: Path
+
+
+def bring_up(logs_dir: Path) -> Cluster:
     """A head offering generator_node and two workers offering one learner_node each, started one at a time (two
     nodes registering at once timed out here); every port is chosen here, so the nodes never collide with each
     other or with the test session's own cluster."""
@@ -102,35 +124,53 @@ def bring_up(logs_dir: Path) -> tuple[list[subprocess.Popen], str]:
                  nodes, logs, "the head's job server")
         for joined in (2, 3):
             logs.append(logs_dir / f"worker{joined - 1}.log")
-            nodes.append(start_node(logs[-1], f"--address=127.0.0.1:{gcs}", "--num-cpus=1",
-                                    '--resources={"learner_node": 1}'))
+            nodes.append(start_learner_node(Cluster(address, gcs, [], logs_dir), logs[-1].stem))
             wait_for(lambda: (r := ray_cli("status", f"--address=127.0.0.1:{gcs}")) is not None
                      and r.stdout.count(" node_") >= joined, nodes, logs, f"worker node {joined - 1} joining")
     except NodeDown:
         stop_nodes(nodes)
         raise
-    return nodes, address
+    return Cluster(address, gcs, nodes, logs_dir)
+
+
+def start_learner_node(cluster: Cluster, name: str) -> subprocess.Popen:
+    """A worker node offering one learner rank's place (learner_node: 1), joined to the cluster."""
+    node = start_node(cluster.logs / f"{name}.log", f"--address=127.0.0.1:{cluster.gcs}", "--num-cpus=1",
+                      '--resources={"learner_node": 1}')
+    cluster.nodes.append(node)
+    return node
 
 
 @pytest.fixture(scope="module")
-def head(tmp_path_factory):
+def cluster(tmp_path_factory):
     """A simulated 3-node cluster: a run placed by the nodes' resources has its learner ranks on two nodes and its
     generators on a third. A bring-up that fails (Ray's own start-up, not our code) is tried once more."""
     for attempt in (1, 2):
         try:
-            nodes, address = bring_up(tmp_path_factory.mktemp(f"nodes{attempt}"))
+            up = bring_up(tmp_path_factory.mktemp(f"nodes{attempt}"))
             break
         except NodeDown as e:
             if attempt == 2:
                 pytest.fail(f"the test cluster did not come up, twice; the second time: {e}")
             print(f"the test cluster did not come up ({e}); trying once more", file=sys.stderr)
-    yield address
-    stop_nodes(nodes)
+    yield up
+    stop_nodes(up.nodes)
+
+
+@pytest.fixture(scope="module")
+def head(cluster):
+    return cluster.address
+
+
+def submit_command(address, *args) -> list[str]:
+    return [sys.executable, str(ROOT / "cluster" / "submit.py"), "--address", address, *args]
 
 
 def submit(address, *args):
-    return subprocess.run([sys.executable, str(ROOT / "cluster" / "submit.py"), "--address", address, *args],
-                          capture_output=True, text=True, timeout=900)
+    return subprocess.run(submit_command(address, *args), capture_output=True, text=True, timeout=900)
+
+
+PLACED = ["-s", "cluster.generator_resources={generator_node: 1}", "-s", "cluster.learner_resources={learner_node: 1}"]
 
 
 def test_tiny_job_runs_to_completion_and_writes_metrics(head, warm_model, tmp_path):
@@ -176,7 +216,7 @@ def test_the_readme_stock_ray_job_submit_line_works_as_written(head, warm_model,
     env = {k: v for k, v in os.environ.items() if k not in ("RAY_AUTH_MODE", "RAY_AUTH_TOKEN", "RAY_ADDRESS")}
     env["PATH"] = PATH
     # placed as a GPU cluster keeps inference and training apart: by the nodes' custom resources
-    placed = " -s 'cluster.generator_resources={generator_node: 1}' -s 'cluster.learner_resources={learner_node: 1}'"
+    placed = "".join(f" -s '{value}'" for value in PLACED[1::2])
     proc = subprocess.run(["bash", "-c", line + " -s run.steps=3 -s run.eval_every=3 -s run.eval_prompts=20" + placed],
                           cwd=workdir, capture_output=True, text=True, timeout=900, env=env)
     assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-2000:]
@@ -192,3 +232,65 @@ def test_the_readme_stock_ray_job_submit_line_works_as_written(head, warm_model,
     # the learner group's rendezvous spans two nodes, and weights crossed from them to the generators' node
     assert len({r["node_id"] for r in ranks}) == 2 and not {r["node_id"] for r in ranks} & {g["node_id"] for g in generators}
     assert rows[-1]["ledger/generator_version_min"] >= 1, rows[-1]
+
+
+def node_loss_job(cluster: Cluster, out: Path, steps: int, every: int, node_wait_s: int, model: str):
+    """A submitted run placed by node resources, checkpointing every `every` steps and allowed one restart, and a
+    reader of its train rows."""
+    job = subprocess.Popen(submit_command(cluster.address, "-c", "configs/tiny_cpu.yaml", "-s", f"model.path={model}",
+                                          "-s", f"run.output_dir={out}", "-s", f"run.steps={steps}", "-s",
+                                          f"run.eval_every={steps}", "-s", "run.eval_prompts=20", "-s",
+                                          f"run.checkpoint_every={every}", "-s", "run.max_restarts=1", "-s",
+                                          f"run.node_wait_s={node_wait_s}", *PLACED),
+                           stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    metrics = out / "metrics.jsonl"
+    return job, lambda: read_metrics(metrics, "train") if metrics.is_file() else []
+
+
+def wait_for_step(job: subprocess.Popen, trained, step: int) -> list[dict]:
+    end = time.monotonic() + 600
+    while len(trained()) < step and job.poll() is None and time.monotonic() < end:
+        time.sleep(0.2)
+    rows = trained()
+    assert len(rows) >= step, job.communicate(timeout=60)[0][-3000:]
+    return rows
+
+
+def test_losing_a_learner_node_stops_in_one_line_or_resumes_on_a_replacement(cluster, warm_model, tmp_path):
+    # last in this module: it takes worker nodes away (a preempted host: its `ray start` and everything under it,
+    # killed at once) and leaves the replacements it starts in the cluster
+    steps, every, model = 14, 4, warm_model[0]
+    # 1. no replacement comes within run.node_wait_s: one line naming the lost node and the resume command
+    out = tmp_path / "no_replacement"
+    job, trained = node_loss_job(cluster, out, steps, every, 20, model)
+    wait_for_step(job, trained, 2)
+    kill_node(cluster.nodes[2])
+    log, _ = job.communicate(timeout=600)
+    assert job.returncode == 1, log[-3000:]
+    last = [ln for ln in log.splitlines() if ln.startswith("submit: job failed: ")]
+    assert len(last) == 1 and "left the cluster" in last[0] and "learner_node=1" in last[0], log[-3000:]
+    assert "run.node_wait_s" in last[0] and f"resume with run.resume_from=auto (newest checkpoint in {out})" in last[0]
+    # 2. a replacement node joins: the run resumes from the newest checkpoint before the kill and finishes
+    start_learner_node(cluster, "replacement1")
+    out = tmp_path / "replaced"
+    job, trained = node_loss_job(cluster, out, steps, every, 300, model)
+    before = wait_for_step(job, trained, every + 2)
+    kill_node(cluster.nodes[1])  # worker 1: it holds the other learner rank
+    killed_at = time.time()
+    start_learner_node(cluster, "replacement2")
+    log, _ = job.communicate(timeout=900)
+    assert job.returncode == 0, log[-3000:]
+    assert "restart 1 of 1: learner rank" in log, log[-3000:]
+    rows = read_metrics(out / "metrics.jsonl", "train")
+    assert [r["step"] for r in rows] == list(range(1, steps + 1))  # continuous: each step once
+    resumed = [r for r in rows if r["time"] > killed_at]
+    checkpoint = resumed[0]["step"] - 1
+    assert checkpoint % every == 0 and checkpoint <= before[-1]["step"], (checkpoint, before[-1]["step"])
+    print(f"node loss: {resumed[0]['time'] - killed_at:.1f} s from the kill to step {resumed[0]['step']}, "
+          f"the first after resuming from step {checkpoint}", file=sys.stderr)
+    # K_inf continues from the checkpoint's count: what the lost attempt generated after it is not counted twice,
+    # so the resumed steps insert at the pace the run kept before the kill
+    k_inf = np.array([r["ledger/k_inf"] for r in rows])
+    assert (np.diff(k_inf) >= 0).all()
+    pace = (k_inf[checkpoint - 1] - k_inf[0]) / (checkpoint - 1)
+    assert k_inf[-1] - k_inf[checkpoint - 1] <= (steps - checkpoint + 3) * pace * 1.2, (k_inf, pace)

@@ -112,3 +112,7 @@ class RunSettings(_Section):
     """Seconds the learner ranks may take to load their weights and join their process group before the run stops
     with one line naming the ranks not started (a rank alone in the rendezvous would wait out gloo's or NCCL's 30
     min)."""
+    node_wait_s: float = Field(600.0, gt=0)
+    """How long a restart (run.max_restarts) waits for the cluster to offer the learner ranks' resources again,
+    after a node that held one left (a preempted or failed host): the roles are placed again as soon as a
+    replacement node joins, else the run stops with one line naming the lost node and the resume command."""

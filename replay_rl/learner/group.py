@@ -18,16 +18,20 @@ class LearnerStartTimeout(TimeoutError):
 
 
 class LearnerGroup:
-    def __init__(self, cfg: RunConfig, model_path: str, shards: list, board, eval_board) -> None:
+    def __init__(self, cfg: RunConfig, model_path: str, shards: list, board, eval_board, restart: bool = False) -> None:
+        """restart: every role restarts after a death, perhaps of a node, so placement may wait for a replacement
+        node up to run.node_wait_s; then the ranks start within run.start_timeout_s."""
         c = cfg.cluster
         bundle = ({"CPU": c.cpus_per_actor} | ({"GPU": c.gpus_per_learner} if c.gpus_per_learner else {})
                   | c.learner_resources)
         self.pg = placement_group([bundle] * c.learners, strategy="PACK")
         self.ranks: list = []
         bound_s = cfg.run.start_timeout_s
-        deadline = time.monotonic() + bound_s
         try:  # bounded: a rank alone in the rendezvous would otherwise wait out gloo's or NCCL's 30 min
-            await_start({self.pg.ready(): f"learner placement of {c.learners} ranks"}, deadline, bound_s)
+            place_s, field = (cfg.run.node_wait_s, "run.node_wait_s") if restart else (bound_s, "run.start_timeout_s")
+            await_start({self.pg.ready(): f"learner placement of {c.learners} ranks"}, time.monotonic() + place_s,
+                        place_s, field)
+            deadline = time.monotonic() + bound_s
             self.ranks = [
                 LearnerRank.options(num_cpus=c.cpus_per_actor, num_gpus=c.gpus_per_learner,
                                     resources=c.learner_resources or None,  # drawn from the bundle, as CPUs are
@@ -76,7 +80,7 @@ class LearnerGroup:
         ray.util.remove_placement_group(self.pg)
 
 
-def await_start(pending: dict, deadline: float, bound_s: float) -> None:
+def await_start(pending: dict, deadline: float, bound_s: float, field: str = "run.start_timeout_s") -> None:
     """Wait for every ref in `pending` (ref -> the role it starts, e.g. "learner rank 1"); the first error is raised
     as soon as it comes, and what has not started by `deadline` is named in one line."""
     pending = dict(pending)
@@ -84,7 +88,7 @@ def await_start(pending: dict, deadline: float, bound_s: float) -> None:
         done, _ = ray.wait(list(pending), num_returns=1, timeout=max(0.0, deadline - time.monotonic()))
         if not done:
             raise LearnerStartTimeout(f"{', '.join(pending.values())} did not start within {bound_s:g}s "
-                                      "(run.start_timeout_s); the actors' logs are in Ray's session folder "
+                                      f"({field}); the actors' logs are in Ray's session folder "
                                       "(/tmp/ray/session_latest/logs)")
         ray.get(done[0])
         del pending[done[0]]
