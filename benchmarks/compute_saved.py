@@ -72,6 +72,8 @@ FRONTIER = {
     "replay_53_NB+R": replay(5, 3, n="B+R", lrs=SMALL_N_LRS, seeds=2),
     "replay_53_N5B": replay(5, 3, n="5B", lrs=SMALL_N_LRS, seeds=2),
     "replay_53_NB": replay(5, 3, n="B", lrs=SMALL_N_LRS, seeds=2),
+    # the probe's recommended N (its LR at the config's split is the config's, 5e-5), against the grid at 5e-5
+    "replay_53_Nprobe": replay(5, 3, n="probe", lrs=SMALL_N_LRS, seeds=2),
 }
 # local diversity (replay.sampler) at small N, where every batch repeats much of the previous one
 DIVERSITY = {
@@ -80,9 +82,10 @@ DIVERSITY = {
 }
 
 # countdown (a second task, not tuned on: the arithmetic grids and rows) gets the headline comparison only, the
-# baseline and N=10B at 4 LRs and 3 seeds each, plus N=B at 5e-5, so that the whole study fits ≤ 3 h here
-COUNTDOWN_FRONTIER = {"configs": {"replay_53_N10B": FRONTIER["replay_53_N10B"],
-                                  "replay_53_NB": FRONTIER["replay_53_NB"]}, "sensitivity": {}, "sensitivity_seeds": 0}
+# baseline and N=10B at 4 LRs and 3 seeds each, plus N=B and the probe's N at 5e-5, so that the whole study fits
+# ≤ 3 h here
+COUNTDOWN_FRONTIER = {"configs": {n: FRONTIER[n] for n in ("replay_53_N10B", "replay_53_NB", "replay_53_Nprobe")},
+                      "sensitivity": {}, "sensitivity_seeds": 0}
 
 # a preset's "tasks" maps each task it runs to the keys it replaces there; without "tasks" it runs arithmetic
 PRESETS: dict[str, dict] = {
@@ -113,10 +116,15 @@ STUDY_BASE = ["cluster.generators=1", "cluster.learners=1", "replay.sample_timeo
 
 
 def capacity_for(rule: str, cfg: RunConfig, w: int, t: int, mu: float) -> tuple[int, str]:
-    """N for a row's rule, and how it was set. "horizon": `replay-rl plan`'s best N at this split (Theorem 4.5 with
-    α=0.25, ρ=0.1), which is raised to B when smaller (a shard must hold a batch: the row is then N = B, and says
-    so); "B", "B+R", "kB": the batch size, one batch plus one step's inserts R = B·(W/T)/μ, k batches."""
+    """N for a row's rule, and how it was set. "probe": `replay-rl probe`'s N at this split, from the task's
+    committed benchmarks/results/probe/TASK/probe.json (issue 20's check against the grid over N). "horizon":
+    `replay-rl plan`'s best N at this split (Theorem 4.5 with α=0.25, ρ=0.1), which is raised to B when smaller (a
+    shard must hold a batch: the row is then N = B, and says so); "B", "B+R", "kB": the batch size, one batch plus
+    one step's inserts R = B·(W/T)/μ, k batches."""
     b = cfg.learner.batch_size
+    if rule == "probe":  # issue 20's check: the probe's recommendation on this task, as committed
+        probe = ROOT / "benchmarks" / "results" / "probe" / cfg.task.type / "probe.json"
+        return json.loads(probe.read_text())["recommendation"]["at_config_split"]["capacity"], "probe"
     if rule == "horizon":
         p = plan(mu, 0.25, 0.1, b, w / t)
         raised = p.capacity != p.capacity_unclamped
