@@ -31,7 +31,7 @@ from replay_rl.config import ConfigError, RunConfig  # noqa: E402
 AGENT_RETRIES = 60
 # the `ray` command installed beside this interpreter (a venv's, even when not activated), else the one on PATH
 RAY = str(Path(sys.executable).with_name("ray")) if Path(sys.executable).with_name("ray").exists() else "ray"
-EXCLUDES = [".git", ".venv", "venv", "runs", "**/__pycache__", "*.egg-info"]
+EXCLUDES = [".git", ".venv", "venv", "runs", "build", ".pytest_cache", "**/__pycache__", "*.egg-info"]
 
 
 def package(submission_id: str, into: Path) -> Path:
@@ -109,6 +109,7 @@ def main(argv: list[str] | None = None) -> int:
                   f"checkout on the head; pass -s {field}=/absolute/path to keep it", file=sys.stderr)
     # the CLI sends the token only in token mode; it reads RAY_AUTH_TOKEN, RAY_AUTH_TOKEN_PATH or ~/.ray/auth_token
     env = {"RAY_AUTH_MODE": "token", **os.environ}
+    build_command(args)  # the config must live in the checkout: checked before anything is copied
     with tempfile.TemporaryDirectory(prefix="replay-rl-submit-") as tmp:
         command = build_command(args, package(args.submission_id, Path(tmp)))
         for attempt in range(AGENT_RETRIES):

@@ -3,6 +3,7 @@ not answer (hung: paused, a wedged device or filesystem), learner ranks that hol
 
 from __future__ import annotations
 
+import time
 from dataclasses import dataclass
 
 import ray
@@ -81,15 +82,45 @@ def first_error(refs: list) -> str:
     return "unknown"
 
 
-def lost_nodes(where: dict) -> str:
-    """The nodes of a placement (Roles.placement) that have left the cluster (a preempted or failed host), as
-    "node ADDRESS (id ..., offering ...)", or "" when every one is alive (or Ray has not noticed yet: a node's
-    missed heartbeats take Ray's health check ~15-30 s, a dead worker process less)."""
-    gone = {n["NodeID"]: n for n in ray.nodes() if not n["Alive"]}
-    lost = {p["node_id"]: p["node_resources"] for p in where.values() if p["node_id"] in gone}
-    return ", ".join(f"node {gone[node]['NodeManagerAddress']} (id {node[:8]}, offering "
-                     f"{', '.join(f'{k}={v:g}' for k, v in offers.items()) or 'no custom resources'})"
-                     for node, offers in lost.items())
+def _node(node_id: str, offers: dict, nodes: dict) -> str:
+    address = nodes[node_id]["NodeManagerAddress"] if node_id in nodes else "?"
+    offered = ", ".join(f"{k}={v:g}" for k, v in offers.items()) or "no custom resources"
+    return f"node {address} (id {node_id[:8]}, offering {offered})"
+
+
+def node_of(where: dict, role: str) -> str:
+    """Where `role` ran in a placement (Roles.placement): "node ADDRESS (id ..., offering ...)", with ", which left
+    the cluster" once Ray has declared it dead; "" when the placement does not have it, or on a one-node cluster
+    where the node says nothing."""
+    nodes = {n["NodeID"]: n for n in ray.nodes()}
+    if role not in where or len(nodes) < 2:
+        return ""
+    node = where[role]["node_id"]
+    gone = node in nodes and not nodes[node]["Alive"]
+    return _node(node, where[role]["node_resources"], nodes) + (", which left the cluster" if gone else "")
+
+
+def lost_nodes(where: dict) -> list[str]:
+    """The nodes of a placement that have left the cluster (a preempted or failed host), each as node_of names it;
+    none while every one is alive, or Ray has not noticed yet: a node's missed heartbeats take Ray's health check
+    ~15-30 s, while a dead worker process is noticed at once (settle_nodes waits for that)."""
+    nodes = {n["NodeID"]: n for n in ray.nodes()}
+    lost = {p["node_id"]: p["node_resources"] for p in where.values()
+            if p["node_id"] in nodes and not nodes[p["node_id"]]["Alive"]}
+    return [_node(node, offers, nodes) for node, offers in lost.items()]
+
+
+def with_lost_nodes(death: str, where: dict) -> str:
+    """A death's line, saying which nodes of its placement left the cluster: after the node it names, or apart."""
+    apart = []
+    for node in lost_nodes(where):
+        if f"{node}, which left the cluster" in death:
+            continue
+        if node in death:
+            death = death.replace(node, f"{node}, which left the cluster")
+        else:
+            apart.append(node)
+    return f"{death} ({', '.join(apart)} left the cluster)" if apart else death
 
 
 @ray.remote(num_cpus=0)
@@ -97,12 +128,14 @@ def _here() -> bool:
     return True
 
 
-def settle_nodes(where: dict, bound_s: float) -> None:
-    """Before a restart places the roles again, wait (up to bound_s) until every node of the dead attempt's placement
-    either runs a trivial task or is declared dead by Ray. A host lost at once kills its workers at once, but Ray
-    declares the node dead only after its missed heartbeats (~30 s): roles placed on it in between never start
-    ("the actor never ran"). A task pinned to a node returns on a live one and fails once that node is declared
-    dead, so waiting for them all is enough."""
+def settle_nodes(where: dict, deadline: float) -> None:
+    """Before a restart places the roles again, wait (until the monotonic `deadline`) until every node of the dead
+    attempt's placement either runs a trivial task or is declared dead by Ray. A host lost at once kills its workers
+    at once, but Ray declares the node dead only after its missed heartbeats (~30 s): roles placed on it in between
+    never start ("the actor never ran"). A task pinned to a node returns on a live one and fails once that node is
+    declared dead, so waiting for them all is enough."""
     probes = [_here.options(scheduling_strategy=NodeAffinitySchedulingStrategy(node, soft=False)).remote()
               for node in {p["node_id"] for p in where.values()}]
-    ray.wait(probes, num_returns=len(probes), timeout=bound_s)
+    _, pending = ray.wait(probes, num_returns=len(probes), timeout=max(0.0, deadline - time.monotonic()))
+    for ref in pending:  # a node neither answering nor declared dead by the deadline: placement fails in one line
+        ray.cancel(ref, force=True)

@@ -18,7 +18,7 @@ from replay_rl.checkpoints import STATE_FILE, checkpoint_dir, commit, staging_di
 from replay_rl.config import RunConfig
 from replay_rl.evaluator import Evaluator
 from replay_rl.generation.generator import Generator, GeneratorStats, calls_dealt
-from replay_rl.health import PROBE_S, Hung, first_error, hung_roles, lost_nodes, one_line, probe_all
+from replay_rl.health import PROBE_S, Hung, first_error, hung_roles, node_of, one_line, probe_all
 from replay_rl.learner.agreement import agreement_problem
 from replay_rl.learner.group import LearnerGroup, await_start
 from replay_rl.replay.client import ReplayClient, create_shards, shard_restarts
@@ -37,6 +37,9 @@ class RunFailed(RuntimeError):
         self.death = death
         self.where = where or {}
 
+
+def resume_hint(output_dir) -> str:
+    return f"resume with run.resume_from=auto (newest checkpoint in {output_dir})"
 
 
 @dataclass
@@ -87,7 +90,6 @@ class Roles:
                       for name, node in zip(actors, node_ids)}
         return self.where
 
-
     def start_generators(self) -> None:
         for s in self.slots:
             s.run = s.actor.run.remote()
@@ -132,11 +134,11 @@ class Roles:
         """Name the member that died, not the survivors' symptom (a closed gloo connection, a failed sample)."""
         return self.dead_member() or RunFailed("a learner step failed: " + first_error(pending))
 
-    def died(self, death: str) -> RunFailed:
-        lost = lost_nodes(self.where)
-        death = f"{death} with {lost}, which left the cluster" if lost else death
-        return RunFailed(f"{death}; resume with run.resume_from=auto (newest checkpoint in {self.cfg.run.output_dir})",
-                         death, self.where)
+    def died(self, death: str, role: str = "") -> RunFailed:
+        """A death's failure: `role` (e.g. "learner rank 1") names the node it ran on, and whether that node left."""
+        node = node_of(self.where, role)
+        death = f"{death} on {node}" if node else death
+        return RunFailed(f"{death}; {resume_hint(self.cfg.run.output_dir)}", death, self.where)
 
     def dead_member(self) -> RunFailed | None:
         """The failure of the first learner rank or replay shard that no longer answers, or None."""
@@ -149,7 +151,7 @@ class Roles:
             except GetTimeoutError:
                 continue  # busy (a rank waiting in the allreduce for a failed peer), not dead
             except RayActorError:
-                return self.died(f"{name} died")
+                return self.died(f"{name} died", role=name)
         return None
 
     def publish(self, version: int) -> dict[str, float]:
@@ -344,11 +346,12 @@ def spawn_generator(cfg: RunConfig, i: int, model_path: str, shards: list, board
         cfg, i, model_path, shards, board, first_call=first_call)
 
 
-def build(cfg: RunConfig, model_path: str, run_restarts: int = 0) -> Roles:
+def build(cfg: RunConfig, model_path: str, run_restarts: int = 0, place_by: float | None = None) -> Roles:
+    """Every role, anew. place_by: a restart's monotonic deadline for the learners' placement (run.node_wait_s)."""
     c = cfg.cluster
     shards = create_shards(cfg)
     board, eval_board = WeightBoard.remote(), WeightBoard.remote()
-    learners = LearnerGroup(cfg, model_path, shards, board, eval_board, restart=run_restarts > 0)
+    learners = LearnerGroup(cfg, model_path, shards, board, eval_board, place_by)
     generators = [spawn_generator(cfg, i, model_path, shards, board) for i in range(c.generators)]
     if cfg.sync.type == "nccl":  # rank 0 of the learners + every generator form one broadcast group
         try:

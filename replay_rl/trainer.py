@@ -17,19 +17,19 @@ import time
 from pathlib import Path
 
 import ray
-from ray.exceptions import RayActorError
+from ray.exceptions import ObjectLostError, RayActorError
 
 from replay_rl.accounting import ComputeLedger
 from replay_rl.checkpoints import checkpoint_dir, is_checkpoint, latest_checkpoint, link_final_model, resolve_resume
 from replay_rl.config import RunConfig
-from replay_rl.health import lost_nodes, one_line, settle_nodes
+from replay_rl.health import one_line, settle_nodes, with_lost_nodes
 from replay_rl.learner.group import LearnerStartTimeout
 from replay_rl.local_ray import init_local
 from replay_rl.metrics import MetricsSink, namespaced
 from replay_rl.orphan_guard import start_guard
 from replay_rl.preflight import check_fits, preflight
 from replay_rl.report import write_report
-from replay_rl.roles import RunFailed, build
+from replay_rl.roles import RunFailed, build, resume_hint
 from replay_rl.warmstart import ensure_model
 
 
@@ -89,7 +89,7 @@ def train(cfg: RunConfig, progress=None) -> dict:
     """Run training; returns the final record (eval scores + ledger). progress(step, record) is called per step.
     A role that dies past its own recovery (a learner rank, a generator in a broadcast group, every role of a node
     that left the cluster) restarts every role from the newest checkpoint, up to run.max_restarts times; a restart
-    waits up to run.start_timeout_s for nodes offering the resources its roles need (a replacement node)."""
+    waits up to run.node_wait_s from the death for nodes offering the learners' resources (a replacement node)."""
     preflight(cfg)  # bad inputs fail here, in one line, before Ray starts
     out = Path(cfg.run.output_dir)
     out.mkdir(parents=True, exist_ok=True)
@@ -99,29 +99,27 @@ def train(cfg: RunConfig, progress=None) -> dict:
     replaced = stop_on_signals()
     try:
         model_path = str(ensure_model(cfg).resolve())  # inside: a Ctrl-C in the warm start still stops Ray
+        lost, place_by = None, None  # the death that the current attempt restarts after, and its node deadline
         for restart in range(cfg.run.max_restarts + 1):
             try:
-                return run_roles(cfg, model_path, resume, restart, progress)
-            except LearnerStartTimeout as e:
-                if not restart:
+                return run_roles(cfg, model_path, resume, restart, progress, place_by)
+            except (LearnerStartTimeout, RayActorError) as e:
+                if lost is None:  # a first start that failed: its own line
                     raise
-                gone = lost_nodes(lost.where)
-                raise RunFailed(f"restarting after {lost.death}{f' ({gone} left the cluster)' if gone else ''}: {e}; "
-                                f"once the cluster offers those resources again, resume with run.resume_from=auto "
-                                f"(newest checkpoint in {out})") from None
+                # the restart found no place for its roles (no replacement node), or lost another node meanwhile
+                raise RunFailed(f"restarting after {with_lost_nodes(lost.death, lost.where)}: {one_line(e)}; once "
+                                f"the cluster offers those resources again, {resume_hint(out)}") from None
             except RunFailed as e:
                 if e.death is None:  # a stall held by a rule or a failing reward would fail again
                     raise
-                lost = e
+                lost, place_by = e, time.monotonic() + cfg.run.node_wait_s
                 if restart == cfg.run.max_restarts:
                     raise (RunFailed(f"{e}; run.max_restarts={restart} restarts are used up", e.death, e.where)
                            if restart else e) from None
                 resume = latest_checkpoint(out) or resume  # none saved yet: where this run started from
-                settle_nodes(e.where, cfg.run.node_wait_s)  # a lost node is declared dead before roles are placed
-                gone = lost_nodes(e.where)
-                print(f"restart {restart + 1} of {cfg.run.max_restarts}: {e.death}"
-                      f"{f' ({gone} left the cluster)' if gone and gone not in e.death else ''}; every role restarts "
-                      f"from {resume or 'step 0 (no checkpoint yet)'}", file=sys.stderr, flush=True)
+                settle_nodes(e.where, place_by)  # a lost node is declared dead before the roles are placed again
+                print(f"restart {restart + 1} of {cfg.run.max_restarts}: {with_lost_nodes(e.death, e.where)}; every "
+                      f"role restarts from {resume or 'step 0 (no checkpoint yet)'}", file=sys.stderr, flush=True)
         raise AssertionError("unreachable: the last attempt returns or raises")
     finally:
         if owns_ray:
@@ -130,13 +128,15 @@ def train(cfg: RunConfig, progress=None) -> dict:
             signal.signal(sig, handler)
 
 
-def run_roles(cfg: RunConfig, model_path: str, resume: Path | None, restarts: int, progress=None) -> dict:
-    """One attempt: build the roles (from `resume`, a checkpoint, or from scratch), then the paper's loop."""
+def run_roles(cfg: RunConfig, model_path: str, resume: Path | None, restarts: int, progress=None,
+              place_by: float | None = None) -> dict:
+    """One attempt: build the roles (from `resume`, a checkpoint, or from scratch), then the paper's loop.
+    place_by: a restart's deadline for placing the learners (run.node_wait_s after the death)."""
     out = Path(cfg.run.output_dir)
     ledger = ledger_for(cfg)
     sink, roles = None, None
     try:
-        roles = build(cfg, model_path, run_restarts=restarts)
+        roles = build(cfg, model_path, run_restarts=restarts, place_by=place_by)
         (out / "placement.json").write_text(json.dumps(roles.placement(), indent=1))
         start = roles.resume(resume, ledger) if resume else 0
         sink = MetricsSink(out, keep_through_step=start if resume else -1)  # a fresh run starts a fresh file
@@ -180,7 +180,7 @@ def run_roles(cfg: RunConfig, model_path: str, resume: Path | None, restarts: in
         sink.close()  # every row on disk before the pictures read them
         write_report([out], out / "plots")
         return record | {"step": step, "output_dir": str(out), "final_model": str(link_final_model(out, final))}
-    except RayActorError as e:  # a role died outside the step's own handling (a checkpoint, an eval): a death
+    except (RayActorError, ObjectLostError) as e:  # a role died outside the step's handling (a checkpoint, an eval)
         if roles is None:
             raise
         raise roles.dead_member() or roles.died(one_line(e)) from None

@@ -4,6 +4,7 @@ tiny config, and placement by the nodes' custom resources."""
 import contextlib
 import json
 import os
+import re
 import signal
 import socket
 import subprocess
@@ -124,7 +125,7 @@ def bring_up(logs_dir: Path) -> Cluster:
                  nodes, logs, "the head's job server")
         for joined in (2, 3):
             logs.append(logs_dir / f"worker{joined - 1}.log")
-            nodes.append(start_learner_node(Cluster(address, gcs, [], logs_dir), logs[-1].stem))
+            nodes.append(start_learner_node(gcs, logs[-1]))
             wait_for(lambda: (r := ray_cli("status", f"--address=127.0.0.1:{gcs}")) is not None
                      and r.stdout.count(" node_") >= joined, nodes, logs, f"worker node {joined - 1} joining")
     except NodeDown:
@@ -133,12 +134,13 @@ def bring_up(logs_dir: Path) -> Cluster:
     return Cluster(address, gcs, nodes, logs_dir)
 
 
-def start_learner_node(cluster: Cluster, name: str) -> subprocess.Popen:
-    """A worker node offering one learner rank's place (learner_node: 1), joined to the cluster."""
-    node = start_node(cluster.logs / f"{name}.log", f"--address=127.0.0.1:{cluster.gcs}", "--num-cpus=1",
-                      '--resources={"learner_node": 1}')
-    cluster.nodes.append(node)
-    return node
+def start_learner_node(gcs: int, log: Path) -> subprocess.Popen:
+    """A worker node offering one learner rank's place (learner_node: 1), joined to the head at port `gcs`."""
+    return start_node(log, f"--address=127.0.0.1:{gcs}", "--num-cpus=1", '--resources={"learner_node": 1}')
+
+
+def replace_node(cluster: Cluster, name: str) -> None:
+    cluster.nodes.append(start_learner_node(cluster.gcs, cluster.logs / f"{name}.log"))
 
 
 @pytest.fixture(scope="module")
@@ -234,9 +236,10 @@ def test_the_readme_stock_ray_job_submit_line_works_as_written(head, warm_model,
     assert rows[-1]["ledger/generator_version_min"] >= 1, rows[-1]
 
 
+@contextlib.contextmanager
 def node_loss_job(cluster: Cluster, out: Path, steps: int, every: int, node_wait_s: int, model: str):
-    """A submitted run placed by node resources, checkpointing every `every` steps and allowed one restart, and a
-    reader of its train rows."""
+    """A submitted run placed by node resources, checkpointing every `every` steps and allowed one restart; yields
+    it and a reader of its train rows, and stops it if the test ends first."""
     job = subprocess.Popen(submit_command(cluster.address, "-c", "configs/tiny_cpu.yaml", "-s", f"model.path={model}",
                                           "-s", f"run.output_dir={out}", "-s", f"run.steps={steps}", "-s",
                                           f"run.eval_every={steps}", "-s", "run.eval_prompts=20", "-s",
@@ -244,7 +247,11 @@ def node_loss_job(cluster: Cluster, out: Path, steps: int, every: int, node_wait
                                           f"run.node_wait_s={node_wait_s}", *PLACED),
                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     metrics = out / "metrics.jsonl"
-    return job, lambda: read_metrics(metrics, "train") if metrics.is_file() else []
+    try:
+        yield job, lambda: read_metrics(metrics, "train") if metrics.is_file() else []
+    finally:
+        if job.poll() is None:
+            job.kill()
 
 
 def wait_for_step(job: subprocess.Popen, trained, step: int) -> list[dict]:
@@ -262,35 +269,41 @@ def test_losing_a_learner_node_stops_in_one_line_or_resumes_on_a_replacement(clu
     steps, every, model = 14, 4, warm_model[0]
     # 1. no replacement comes within run.node_wait_s: one line naming the lost node and the resume command
     out = tmp_path / "no_replacement"
-    job, trained = node_loss_job(cluster, out, steps, every, 20, model)
-    wait_for_step(job, trained, 2)
-    kill_node(cluster.nodes[2])
-    log, _ = job.communicate(timeout=600)
-    assert job.returncode == 1, log[-3000:]
-    last = [ln for ln in log.splitlines() if ln.startswith("submit: job failed: ")]
-    assert len(last) == 1 and "left the cluster" in last[0] and "learner_node=1" in last[0], log[-3000:]
-    assert "run.node_wait_s" in last[0] and f"resume with run.resume_from=auto (newest checkpoint in {out})" in last[0]
+    with node_loss_job(cluster, out, steps, every, 20, model) as (job, trained):
+        wait_for_step(job, trained, 2)
+        kill_node(cluster.nodes[2])
+        log, _ = job.communicate(timeout=600)
+    assert job.returncode == 1 and "Traceback" not in log, log[-3000:]
+    assert re.search(r"restart 1 of 1: learner rank \d died on node [\d.]+ \(id \w+, offering learner_node=1\), "
+                     r"which left the cluster; every role restarts from step 0", log), log[-3000:]
+    (last,) = [ln for ln in log.splitlines() if ln.startswith("submit: job failed: ")]
+    assert "left the cluster" in last and "learner_node=1" in last and "run.node_wait_s" in last, last
+    assert f"resume with run.resume_from=auto (newest checkpoint in {out})" in last, last
     # 2. a replacement node joins: the run resumes from the newest checkpoint before the kill and finishes
-    start_learner_node(cluster, "replacement1")
+    replace_node(cluster, "replacement1")
     out = tmp_path / "replaced"
-    job, trained = node_loss_job(cluster, out, steps, every, 300, model)
-    before = wait_for_step(job, trained, every + 2)
-    kill_node(cluster.nodes[1])  # worker 1: it holds the other learner rank
-    killed_at = time.time()
-    start_learner_node(cluster, "replacement2")
-    log, _ = job.communicate(timeout=900)
+    with node_loss_job(cluster, out, steps, every, 300, model) as (job, trained):
+        wait_for_step(job, trained, every + 2)
+        kill_node(cluster.nodes[1])  # worker 1: it holds the other learner rank
+        killed_at = time.time()
+        replace_node(cluster, "replacement2")
+        log, _ = job.communicate(timeout=900)
     assert job.returncode == 0, log[-3000:]
-    assert "restart 1 of 1: learner rank" in log, log[-3000:]
+    assert re.search(r"restart 1 of 1: learner rank \d died on node .*learner_node=1.*left the cluster", log), log
     rows = read_metrics(out / "metrics.jsonl", "train")
     assert [r["step"] for r in rows] == list(range(1, steps + 1))  # continuous: each step once
     resumed = [r for r in rows if r["time"] > killed_at]
     checkpoint = resumed[0]["step"] - 1
-    assert checkpoint % every == 0 and checkpoint <= before[-1]["step"], (checkpoint, before[-1]["step"])
+    last_done = max(r["step"] for r in rows if r["time"] <= killed_at)
+    # the newest complete checkpoint at the kill (one being written at that moment does not count)
+    assert checkpoint in {last_done // every * every, (last_done - 1) // every * every}, (checkpoint, last_done)
     print(f"node loss: {resumed[0]['time'] - killed_at:.1f} s from the kill to step {resumed[0]['step']}, "
           f"the first after resuming from step {checkpoint}", file=sys.stderr)
-    # K_inf continues from the checkpoint's count: what the lost attempt generated after it is not counted twice,
-    # so the resumed steps insert at the pace the run kept before the kill
-    k_inf = np.array([r["ledger/k_inf"] for r in rows])
-    assert (np.diff(k_inf) >= 0).all()
-    pace = (k_inf[checkpoint - 1] - k_inf[0]) / (checkpoint - 1)
-    assert k_inf[-1] - k_inf[checkpoint - 1] <= (steps - checkpoint + 3) * pace * 1.2, (k_inf, pace)
+    # K_inf continues from the checkpoint's count: what the lost attempt generated after it is not counted again.
+    # Each step's count keeps the offset from s·R (R = B·(W/T)/μ rollouts a step) that the run had before the kill,
+    # to within one generator call; counting the lost attempt's inserts again would add two or more steps' worth
+    r, per_call = 128 * (5 / 3) / 5.28, 32
+    offset = {row["step"]: row["ledger/k_inf"] - row["step"] * r for row in rows}
+    kept = [offset[s] for s in range(1, checkpoint + 1)]
+    for s in range(checkpoint + 1, steps + 1):
+        assert min(kept) - per_call <= offset[s] <= max(kept) + per_call, (s, offset, checkpoint)

@@ -113,6 +113,7 @@ class RunSettings(_Section):
     with one line naming the ranks not started (a rank alone in the rendezvous would wait out gloo's or NCCL's 30
     min)."""
     node_wait_s: float = Field(600.0, gt=0)
-    """How long a restart (run.max_restarts) waits for the cluster to offer the learner ranks' resources again,
-    after a node that held one left (a preempted or failed host): the roles are placed again as soon as a
-    replacement node joins, else the run stops with one line naming the lost node and the resume command."""
+    """How long a restart (run.max_restarts) may wait, from the death, for Ray to declare a lost node dead and for
+    the cluster to offer the learner ranks' resources again (a preempted or failed host): the roles are placed
+    again as soon as a replacement node joins, else the run stops with one line naming the lost node and the resume
+    command. The ranks then start within run.start_timeout_s."""

@@ -18,9 +18,11 @@ class LearnerStartTimeout(TimeoutError):
 
 
 class LearnerGroup:
-    def __init__(self, cfg: RunConfig, model_path: str, shards: list, board, eval_board, restart: bool = False) -> None:
-        """restart: every role restarts after a death, perhaps of a node, so placement may wait for a replacement
-        node up to run.node_wait_s; then the ranks start within run.start_timeout_s."""
+    def __init__(self, cfg: RunConfig, model_path: str, shards: list, board, eval_board,
+                 place_by: float | None = None) -> None:
+        """Placement and start within run.start_timeout_s. place_by: a restart after a death, perhaps of a node,
+        whose placement may wait for a replacement node until this monotonic deadline (run.node_wait_s, counted from
+        the death); the ranks then start within run.start_timeout_s."""
         c = cfg.cluster
         bundle = ({"CPU": c.cpus_per_actor} | ({"GPU": c.gpus_per_learner} if c.gpus_per_learner else {})
                   | c.learner_resources)
@@ -28,10 +30,11 @@ class LearnerGroup:
         self.ranks: list = []
         bound_s = cfg.run.start_timeout_s
         try:  # bounded: a rank alone in the rendezvous would otherwise wait out gloo's or NCCL's 30 min
-            place_s, field = (cfg.run.node_wait_s, "run.node_wait_s") if restart else (bound_s, "run.start_timeout_s")
-            await_start({self.pg.ready(): f"learner placement of {c.learners} ranks"}, time.monotonic() + place_s,
-                        place_s, field)
             deadline = time.monotonic() + bound_s
+            await_start({self.pg.ready(): f"learner placement of {c.learners} ranks"}, place_by or deadline,
+                        *((cfg.run.node_wait_s, "run.node_wait_s") if place_by else (bound_s, "run.start_timeout_s")))
+            if place_by:  # after waiting for a node, the ranks' start has its own bound
+                deadline = time.monotonic() + bound_s
             self.ranks = [
                 LearnerRank.options(num_cpus=c.cpus_per_actor, num_gpus=c.gpus_per_learner,
                                     resources=c.learner_resources or None,  # drawn from the bundle, as CPUs are
