@@ -29,7 +29,7 @@ import numpy as np
 from replay_rl.config import RunConfig
 from replay_rl.metrics import read_metrics
 from replay_rl.theory import plan
-from study_table import BASELINE, PAPER_MU, buffer_frontier, fidelity, markdown, summarise, tasks_markdown
+from study_table import BASELINE, PAPER_MU, buffer_frontier, fidelity, markdown, n_grid, summarise, tasks_markdown
 
 ROOT = Path(__file__).resolve().parents[1]
 # each task's testbed: None is the embedded default (configs/tiny_cpu.yaml's arithmetic)
@@ -245,15 +245,16 @@ def study_task(task: str, preset: dict, specs: list, base: list[str], out: Path,
         if name in table:
             table[name]["n_rule"] = how
     (headline, headline_curves), (pooled, _) = (buffer_frontier(results, pooled=p) for p in (False, True))
-    rows = fidelity(table, headline)
+    rows, grid = fidelity(table, headline), n_grid(results)
     out.mkdir(parents=True, exist_ok=True)
     plots = plot_all(results, table, curves, headline, headline_curves, out)
     report = {"benchmark": "compute_saved", "task": task, "compute_axis": "(K_train + mu*K_inf)/B",
               "reach": "compute to first reach 98% of the baseline frontier's best (median best-so-far over seeds)",
-              "headline": headline, "pooled_buffer_frontier": pooled, "table": table, "fidelity": rows, "plots": plots}
+              "headline": headline, "pooled_buffer_frontier": pooled, "table": table, "fidelity": rows, "n_grid": grid,
+              "plots": plots}
     (out / "results.json").write_text(strict_json(report | {"curves": curves, "headline_curves": headline_curves,
                                                             "runs": results}))
-    (out / "summary.md").write_text(markdown(table, headline, pooled, rows, k))
+    (out / "summary.md").write_text(markdown(table, headline, pooled, rows, k, grid))
     return report
 
 
@@ -298,7 +299,7 @@ def main() -> None:
         if not args.report_only:
             ensure_model(specs[0][2])  # the task's warm-started model, built once
         reports[task] = study_task(task, preset, specs, base, out / task, args.report_only, progress)
-    head = {task: {key: r[key] for key in ("headline", "pooled_buffer_frontier", "fidelity", "plots")}
+    head = {task: {key: r[key] for key in ("headline", "pooled_buffer_frontier", "fidelity", "n_grid", "plots")}
             for task, r in reports.items()}
     summary = {"benchmark": "compute_saved", "preset": args.preset, "tasks": head,
                "wall_min": (time.perf_counter() - t0) / 60}

@@ -119,6 +119,55 @@ def buffer_frontier(results: dict[str, list[dict]], pooled: bool, draws: int = 2
         {key: [list(x) if isinstance(x, tuple) else x for x in c[key]] for key in CURVE_KEYS}
 
 
+def n_grid(results: dict[str, list[dict]], fracs=(0.98, 0.9), draws: int = 1000) -> dict:
+    """The grid over N at the one LR every plain (5,3) FIFO row ran at, each N against the baseline frontier at
+    each bar (98% of its best, and a lower bar that more rows reach), and issue 20's check: the probe's N
+    ("replay_53_Nprobe") is right when its compute saved is within 10 points of the best other N's. {} when the
+    rows share no LR."""
+    plain = {n: r for n, r in _plain_53(results).items() if n.startswith("replay_53_N")
+             and r[0].get("sampler", "uniform") == "uniform"}
+    shared = set.intersection(*({r["lr"] for r in runs} for runs in plain.values())) if plain else set()
+    if not shared:
+        return {}
+    lr, base = min(shared), side(results[BASELINE])
+    rows = {}
+    for name, runs in sorted(plain.items(), key=lambda kv: kv[1][0]["capacity"]):
+        at_lr = [r for r in runs if r["lr"] == lr]
+        rows[name] = {"capacity": at_lr[0]["capacity"], "seeds": len(at_lr)} | {
+            f"{f:g}": {k: v for k, v in compare(base, side(at_lr), frac=f, draws=draws).items() if k in SAVED_AT}
+            for f in fracs}
+    checks = {}
+    for f in fracs:
+        saved = {n: row[f"{f:g}"]["saved_pct"] for n, row in rows.items()}
+        others = {n: v for n, v in saved.items() if n != "replay_53_Nprobe" and v is not None}
+        best = max(others, key=others.get) if others else None
+        probe = saved.get("replay_53_Nprobe")
+        checks[f"{f:g}"] = {"grid_best": best, "grid_best_saved_pct": others.get(best), "probe_saved_pct": probe,
+                            "probe_within_10_points": None if best is None or "replay_53_Nprobe" not in rows
+                            else bool(probe is not None and probe >= others[best] - 10)}
+    return {"lr": lr, "rows": rows, "probe_check": checks}
+
+
+def n_grid_markdown(grid: dict) -> list[str]:
+    if not grid:
+        return []
+    fracs = list(next(iter(grid["rows"].values())))[2:]
+    lines = ["", f"Grid over N at lr {grid['lr']:g} (each N's runs at that LR against the baseline frontier; compute "
+             "saved to first reach each share of the baseline frontier's best):", "",
+             "| config | N | seeds | " + " | ".join(f"saved % to {100 * float(f):.0f}% [90% CI]" for f in fracs) + " |",
+             "|" + "---|" * (3 + len(fracs))]
+    for name, row in grid["rows"].items():
+        lines.append(f"| {name} | {row['capacity']} | {row['seeds']} | " + " | ".join(
+            f"{_fmt(row[f]['saved_pct'], 0)} {_ci(row[f]['saved_pct_ci'], row[f]['censored_fraction'])}"
+            for f in fracs) + " |")
+    for f, c in grid["probe_check"].items():
+        verdict = {True: "right (within 10 points)", False: "not right", None: "not checked"}
+        lines.append(f"\nProbe check at {100 * float(f):.0f}%: probe's N saves {_fmt(c['probe_saved_pct'], 0)}%, the "
+                     f"grid's best ({c['grid_best']}) {_fmt(c['grid_best_saved_pct'], 0)}%: "
+                     f"{verdict[c['probe_within_10_points']]}.")
+    return lines
+
+
 def fidelity(table: dict, headline: dict) -> list[dict]:
     """The paper's three findings re-checked on the frontier, each marked reproduced or not, with its numbers."""
     rows, base = [], table[BASELINE]
@@ -181,7 +230,7 @@ def tasks_markdown(headlines: dict[str, dict], preset: str) -> str:
     return "\n".join(lines)
 
 
-def markdown(table: dict, headline: dict, pooled: dict, rows: list[dict], k: int) -> str:
+def markdown(table: dict, headline: dict, pooled: dict, rows: list[dict], k: int, grid: dict | None = None) -> str:
     lines = []
     for title, o in (("Headline: the most-run (5,3) buffer row's LR frontier", headline),
                      ("Pooled: the best over every (5,3) row and LR (more labels than the baseline: favours the "
@@ -209,6 +258,7 @@ def markdown(table: dict, headline: dict, pooled: dict, rows: list[dict], k: int
                          f"{_fmt(d[f'final_pass@{k}_median'])} | {_fmt(d['drawdown_median'])} | "
                          f"{_fmt(d['saved_vs_base_frontier_pct'], 0)} "
                          f"{_ci(d['saved_vs_base_frontier_ci90'], d['censored_fraction'])} |")
+    lines += n_grid_markdown(grid)
     lines += ["", "| finding | reproduced | numbers |", "|---|---|---|"]
     lines += [f"| {r['finding']} | {'yes' if r['reproduced'] else 'no'} | {r['numbers']} |" for r in rows]
     return "\n".join(lines) + "\n"

@@ -135,3 +135,34 @@ def test_mini_study_end_to_end_writes_table_plots_and_paper_compute(warm_model, 
     assert report["headline"]["rows"] == ["replay_53_N2B"] and report["pooled_buffer_frontier"]["rows"] == ["replay_53_N2B"]
     summary = (out / "summary.md").read_text()
     assert "| replay_53_N2B |" in summary and "(i) the buffer" in summary and "**Headline" in summary
+
+
+def fake_run(lr: float, capacity: int, acc: list[float]) -> dict:
+    """A run as load_run keeps it, on a hand-made curve: 10 steps of B=32 per eval, each rollout used once, so the
+    compute at the evals is 0, 62.8, 125.6, 188.4, 251.2 at μ=5.28."""
+    counts = [320 * i for i in range(len(acc))]
+    return {"k_train": counts, "k_inf": counts, "batch_size": 32, "mu": 5.28, "pass@1": acc, "lr": lr,
+            "capacity": capacity, "w_t": [5, 3], "sampler": "uniform"}
+
+
+def test_n_grid_compares_every_n_at_the_shared_lr_and_checks_the_probe_by_hand():
+    sys.path.insert(0, str(ROOT / "benchmarks"))
+    from study_table import n_grid
+
+    results = {"baseline": [fake_run(1e-4, 1024, [0.3, 0.5, 0.6, 0.7, 0.8])],
+               "replay_53_N2B": [fake_run(5e-5, 64, [0.3, 0.6, 0.8, 0.8, 0.8]),
+                                 fake_run(1e-4, 64, [0.3, 0.3, 0.3, 0.3, 0.3])],  # another LR: not in the grid
+               "replay_53_Nprobe": [fake_run(5e-5, 48, [0.3, 0.5, 0.7, 0.8, 0.8])]}
+    grid = n_grid(results, draws=50)
+    assert grid["lr"] == 5e-5 and list(grid["rows"]) == ["replay_53_Nprobe", "replay_53_N2B"]  # by N
+    # 98% of the baseline's best 0.8 is 0.784: the baseline reaches it at 188.4 + 62.8·0.84 = 241.152, N=2B at
+    # 62.8 + 62.8·0.92 = 120.576 (50% saved), the probe's N at 125.6 + 62.8·0.84 = 178.352 (26.04% saved)
+    assert grid["rows"]["replay_53_N2B"]["0.98"]["saved_pct"] == pytest.approx(50.0)
+    assert grid["rows"]["replay_53_Nprobe"]["0.98"]["saved_pct"] == pytest.approx(100 * (1 - 178.352 / 241.152))
+    check = grid["probe_check"]["0.98"]
+    assert check["grid_best"] == "replay_53_N2B" and check["probe_within_10_points"] is False
+    # at 90% (0.72): 200.96 against 100.48 and 138.16
+    assert grid["rows"]["replay_53_Nprobe"]["0.9"]["saved_pct"] == pytest.approx(100 * (1 - 138.16 / 200.96))
+    # a probe within 10 points of the best counts as right
+    results["replay_53_Nprobe"] = [fake_run(5e-5, 48, [0.3, 0.6, 0.79, 0.8, 0.8])]
+    assert n_grid(results, draws=50)["probe_check"]["0.98"]["probe_within_10_points"] is True
