@@ -5,9 +5,10 @@
     python benchmarks/compute_saved.py --preset frontier   # the LR frontier (Fig. 4) on arithmetic and countdown
 
 Every run is a real `replay-rl train` (Ray generators, replay shards, DeepSpeed learner) on the testbed of
-configs/tiny_cpu.yaml (task "arithmetic") or configs/tiny_cpu_countdown.yaml ("countdown"), paced as a W/T cluster on which generating a batch costs μ training steps. Compute is the
-paper's axis, (K_train + μ·K_inf)/B trainer-step equivalents, so a CPU box measures the paper's trade-off: how much
-learning replayed (older, reused) rollouts buy per unit of compute. Replay runs get the baseline's compute budget.
+configs/tiny_cpu.yaml (task "arithmetic") or configs/tiny_cpu_countdown.yaml ("countdown"), paced as a W/T cluster
+on which generating a batch costs μ training steps. Compute is the paper's axis, (K_train + μ·K_inf)/B trainer-step
+equivalents, so a CPU box measures the paper's trade-off: how much learning replayed (older, reused) rollouts buy
+per unit of compute. Replay runs get the baseline's compute budget.
 The baseline's learning does not depend on μ, so its runs are shared and re-priced at every μ (study.recharge).
 
 Each task writes results.json, summary.md and PNGs into --out/TASK; --out/summary.md and results.json put the
@@ -84,8 +85,8 @@ DIVERSITY = {
 # countdown (a second task, not tuned on: the arithmetic rows) gets the headline comparison and the probe check: the
 # baseline at 5 LRs (it did best at the arithmetic grid's lowest, 5e-5, so its grid was widened down to 2.5e-5) and
 # N=10B at 2.5e-5, 5e-5 and 1e-4 (replay's 1.5e-4, worst on arithmetic, and N=B were cut before they ran, to fit
-# the session's budget), 3 seeds each, plus the probe's N at 5e-5
-COUNTDOWN_FRONTIER = {"configs": {"replay_53_N10B": replay(5, 3, n="10B", lrs=REPLAY_LRS[:3]),
+# the session's budget), 3 seeds each, plus the probe's N at 5e-5 (2 seeds)
+COUNTDOWN_FRONTIER = {"configs": {"replay_53_N10B": replay(5, 3, n="10B", lrs=(2.5e-5, 5e-5, 1e-4)),
                                   "replay_53_Nprobe": FRONTIER["replay_53_Nprobe"]},
                       "sensitivity": {}, "sensitivity_seeds": 0, "lrs": (2.5e-5, *FRONTIER_LRS)}
 
@@ -207,9 +208,12 @@ def load_run(cfg: RunConfig) -> dict:
 
 def task_presets(preset: dict, tasks: list[str] | None) -> dict[str, dict]:
     """The preset as each task runs it: its "tasks" entry's keys replace the preset's (no entry: arithmetic only).
-    `tasks` picks some (a task the preset does not name runs the preset as it is)."""
+    `tasks` picks some of them; a task the preset does not name is an error (its grids were set for another)."""
     named = preset.get("tasks", {"arithmetic": {}})
-    return {task: preset | named.get(task, {}) for task in (tasks or named)}
+    unknown = set(tasks or ()) - set(named)
+    if unknown:
+        raise ValueError(f"--task {sorted(unknown)}: this preset runs {sorted(named)}")
+    return {task: preset | named[task] for task in (tasks or named)}
 
 
 def study_task(task: str, preset: dict, specs: list, base: list[str], out: Path, report_only: bool,
@@ -239,6 +243,9 @@ def study_task(task: str, preset: dict, specs: list, base: list[str], out: Path,
               f"pass@1 {run['pass@1'][0]:.3f} → {run['pass@1'][-1]:.3f}, compute {run['compute'][-1]:.0f}; "
               f"{done / 60:.1f} min so far, ~{done / max(progress['trained'], 1) * progress['left'] / 60:.1f} min left",
               file=sys.stderr, flush=True)
+    if BASELINE not in results:  # a stopped study that had not reached this task
+        print(f"{task}: no finished baseline run, nothing to summarise", file=sys.stderr, flush=True)
+        return {}
     k = specs[0][2].run.eval_k
     print(f"summarising {task} (bootstrap over seeds) ...", file=sys.stderr, flush=True)
     table, curves = summarise(results, k)
@@ -273,15 +280,18 @@ def main() -> None:
                          "without it, finished runs in --out are kept and only the rest run")
     args = ap.parse_args()
     out, plans = Path(args.out), {}
-    for task, preset in task_presets(PRESETS[args.preset], args.task).items():
+    try:
+        presets = task_presets(PRESETS[args.preset], args.task)
+    except ValueError as e:
+        ap.error(str(e))
+    keep = set(args.configs.split(",")) if args.configs else None
+    rows = {n for p in presets.values() for g in ("configs", "sensitivity") for n in p[g]}
+    if keep and keep - rows:
+        ap.error(f"--configs: {sorted(keep - rows)} not in preset {args.preset!r}; choose from {sorted(rows)}")
+    for task, preset in presets.items():
         if args.seeds:
             preset |= {"seeds": args.seeds, "sensitivity_seeds": min(args.seeds, preset["sensitivity_seeds"])}
-        if args.configs:
-            keep = set(args.configs.split(","))
-            unknown = keep - set(preset["configs"]) - set(preset["sensitivity"])
-            if unknown:
-                ap.error(f"--configs: {sorted(unknown)} not in preset {args.preset!r} on {task}; choose from "
-                         f"{sorted([*preset['configs'], *preset['sensitivity']])}")
+        if keep:  # a task without the named rows runs only its baseline
             preset |= {g: {n: c for n, c in preset[g].items() if n in keep} for g in ("configs", "sensitivity")}
         base = [*STUDY_BASE, *preset["set"], *args.set]
         plans[task] = (preset, base, run_specs(preset, base, out / task, TASKS[task]))
@@ -291,8 +301,10 @@ def main() -> None:
 
     t0 = time.perf_counter()
     all_specs = [s for _, _, specs in plans.values() for s in specs]
-    left = sum(not (Path(cfg.run.output_dir) / "replay_stats.json").is_file() for _, _, cfg in all_specs)
-    progress = {"t0": t0, "i": 0, "n": len(all_specs), "trained": 0, "left": left}
+    finished = sum((Path(cfg.run.output_dir) / "replay_stats.json").is_file() for _, _, cfg in all_specs)
+    # --report-only counts only the finished runs, the ones it reads
+    progress = {"t0": t0, "i": 0, "trained": 0, "n": finished if args.report_only else len(all_specs),
+                "left": 0 if args.report_only else len(all_specs) - finished}
     if not args.report_only:
         connect(all_specs[0][2])  # one Ray session for all runs
     reports = {}
@@ -300,12 +312,12 @@ def main() -> None:
         if not args.report_only:
             ensure_model(specs[0][2])  # the task's warm-started model, built once
         reports[task] = study_task(task, preset, specs, base, out / task, args.report_only, progress)
-    head = {task: {key: r[key] for key in ("headline", "pooled_buffer_frontier", "fidelity", "n_grid", "plots")}
+    head = {task: {key: r.get(key) for key in ("headline", "pooled_buffer_frontier", "fidelity", "n_grid", "plots")}
             for task, r in reports.items()}
     summary = {"benchmark": "compute_saved", "preset": args.preset, "tasks": head,
                "wall_min": (time.perf_counter() - t0) / 60}
     (out / "results.json").write_text(strict_json(summary))
-    (out / "summary.md").write_text(tasks_markdown({task: r["headline"] for task, r in reports.items()},
+    (out / "summary.md").write_text(tasks_markdown({task: r.get("headline") for task, r in reports.items()},
                                                    args.preset))
     print(strict_json(summary))
 

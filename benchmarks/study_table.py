@@ -137,23 +137,28 @@ def n_grid(results: dict[str, list[dict]], fracs=(0.98, 0.9), draws: int = 1000)
             f"{f:g}": {k: v for k, v in compare(base, side(at_lr), frac=f, draws=draws).items() if k in SAVED_AT}
             for f in fracs}
     checks = {}
-    for f in fracs:
+    for f in fracs if "replay_53_Nprobe" in rows else ():
         saved = {n: row[f"{f:g}"]["saved_pct"] for n, row in rows.items()}
-        others = {n: v for n, v in saved.items() if n != "replay_53_Nprobe" and v is not None}
-        best = max(others, key=others.get) if others else None
-        probe = saved.get("replay_53_Nprobe")
+        probe, others = saved.pop("replay_53_Nprobe"), saved
+        # a row that never reaches the bar ranks below every row that does
+        rank = {n: -math.inf if v is None else v for n, v in others.items()}
+        best = max(rank, key=rank.get) if rank else None
+        if best is None or (probe is None and others[best] is None):
+            verdict = None  # nothing to compare: no other N, or neither side reaches the bar
+        else:
+            verdict = bool(probe is not None and (others[best] is None or probe >= others[best] - 10))
         checks[f"{f:g}"] = {"grid_best": best, "grid_best_saved_pct": others.get(best), "probe_saved_pct": probe,
-                            "probe_within_10_points": None if best is None or "replay_53_Nprobe" not in rows
-                            else bool(probe is not None and probe >= others[best] - 10)}
-    return {"lr": lr, "rows": rows, "probe_check": checks}
+                            "probe_within_10_points": verdict}
+    return {"lr": lr, "fracs": [f"{f:g}" for f in fracs], "rows": rows, "probe_check": checks}
 
 
 def n_grid_markdown(grid: dict) -> list[str]:
     if not grid:
         return []
-    fracs = list(next(iter(grid["rows"].values())))[2:]
-    lines = ["", f"Grid over N at lr {grid['lr']:g} (each N's runs at that LR against the baseline frontier; compute "
-             "saved to first reach each share of the baseline frontier's best):", "",
+    fracs = grid["fracs"]
+    lines = ["", f"Grid over N at lr {grid['lr']:g}, the one LR every N row ran at (this ranks the Ns at one LR, not "
+             "each N at its own best LR; each N's runs against the baseline frontier; compute saved to first reach "
+             "each share of the baseline frontier's best):", "",
              "| config | N | seeds | " + " | ".join(f"saved % to {100 * float(f):.0f}% [90% CI]" for f in fracs) + " |",
              "|" + "---|" * (3 + len(fracs))]
     for name, row in grid["rows"].items():
@@ -161,7 +166,8 @@ def n_grid_markdown(grid: dict) -> list[str]:
             f"{_fmt(row[f]['saved_pct'], 0)} {_ci(row[f]['saved_pct_ci'], row[f]['censored_fraction'])}"
             for f in fracs) + " |")
     for f, c in grid["probe_check"].items():
-        verdict = {True: "right (within 10 points)", False: "not right", None: "not checked"}
+        verdict = {True: "right (within 10 points)", False: "not right (more than 10 points below)",
+                   None: "undecided (neither reaches the bar, or no other N)"}
         lines.append(f"\nProbe check at {100 * float(f):.0f}%: probe's N saves {_fmt(c['probe_saved_pct'], 0)}%, the "
                      f"grid's best ({c['grid_best']}) {_fmt(c['grid_best_saved_pct'], 0)}%: "
                      f"{verdict[c['probe_within_10_points']]}.")
@@ -226,7 +232,8 @@ def tasks_markdown(headlines: dict[str, dict], preset: str) -> str:
     lines = [f"# Compute saved, `--preset {preset}`", ""]
     for task, o in headlines.items():
         lines += [f"## {task} (tables: `{task}/summary.md`)", "",
-                  headline_line("Headline", o) if o else "no buffer row ran", ""]
+                  headline_line("Headline", o) if o else
+                  "not summarised: no finished baseline run" if o is None else "no buffer row ran", ""]
     return "\n".join(lines)
 
 

@@ -78,8 +78,6 @@ def test_frontier_preset_runs_both_tasks_and_one_can_be_picked():
     assert set(task_presets(PRESETS["frontier"], None)) == {"arithmetic", "countdown"}
     assert set(task_presets(PRESETS["frontier"], ["countdown"])) == {"countdown"}
     assert set(task_presets(PRESETS["quick"], None)) == {"arithmetic"}
-    # a task the preset does not name runs the preset as it is
-    assert task_presets(PRESETS["quick"], ["countdown"])["countdown"]["configs"] == PRESETS["quick"]["configs"]
 
 
 def check_specs(specs, preset, baseline):
@@ -166,3 +164,31 @@ def test_n_grid_compares_every_n_at_the_shared_lr_and_checks_the_probe_by_hand()
     # a probe within 10 points of the best counts as right
     results["replay_53_Nprobe"] = [fake_run(5e-5, 48, [0.3, 0.6, 0.79, 0.8, 0.8])]
     assert n_grid(results, draws=50)["probe_check"]["0.98"]["probe_within_10_points"] is True
+
+
+def test_n_grid_ranks_a_row_that_never_reaches_below_any_that_does():
+    sys.path.insert(0, str(ROOT / "benchmarks"))
+    from study_table import n_grid, n_grid_markdown
+
+    results = {"baseline": [fake_run(1e-4, 1024, [0.3, 0.5, 0.6, 0.7, 0.8])],
+               "replay_53_N2B": [fake_run(5e-5, 64, [0.3, 0.4, 0.5, 0.5, 0.5])],  # never reaches 0.784
+               "replay_53_Nprobe": [fake_run(5e-5, 48, [0.3, 0.5, 0.7, 0.8, 0.8])]}
+    grid = n_grid(results, draws=50)
+    assert grid["probe_check"]["0.98"] == {"grid_best": "replay_53_N2B", "grid_best_saved_pct": None,
+                                           "probe_saved_pct": pytest.approx(100 * (1 - 178.352 / 241.152)),
+                                           "probe_within_10_points": True}
+    text = "\n".join(n_grid_markdown(grid))
+    assert "| replay_53_N2B | 64 | 1 |" in text and "right (within 10 points)" in text
+    # no probe row: no check; rows that share no LR: no grid
+    del results["replay_53_Nprobe"]
+    assert n_grid(results, draws=50)["probe_check"] == {}
+    results["replay_53_N5B"] = [fake_run(1e-4, 160, [0.3, 0.5, 0.6, 0.7, 0.8])]
+    assert n_grid(results, draws=50) == {}
+
+
+def test_a_task_the_preset_does_not_name_is_refused():
+    sys.path.insert(0, str(ROOT / "benchmarks"))
+    from compute_saved import PRESETS, task_presets
+
+    with pytest.raises(ValueError, match="this preset runs"):
+        task_presets(PRESETS["quick"], ["countdown"])
