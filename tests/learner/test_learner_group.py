@@ -107,7 +107,9 @@ def test_ranks_not_started_in_time_are_named_and_release_their_resources(ray_clu
     cfg = group_cfg(warm_model[0], "run.start_timeout_s=0.5")
     shards, board = create_shards(cfg), WeightBoard.remote()
     free_before = ray.available_resources().get("CPU", 0)
-    with pytest.raises(LearnerStartTimeout, match=r"learner rank 0 did not start within 0.5s \(run.start_timeout_s\)"):
+    # on a loaded box the placement itself can take longer than 0.5 s: then it is what the line names
+    with pytest.raises(LearnerStartTimeout, match=r"(learner rank 0|learner placement of 2 ranks) did not start within "
+                                                  r"0.5s \(run.start_timeout_s\)"):
         LearnerGroup(cfg, warm_model[0], shards, board, board)
     deadline = time.monotonic() + 30  # Ray returns a removed group's CPUs asynchronously
     while ray.available_resources().get("CPU", 0) < free_before and time.monotonic() < deadline:
