@@ -206,6 +206,11 @@ def load_run(cfg: RunConfig) -> dict:
             "since_last_use_hist": hist["since_last_use_hist"], "wall_s": trains[-1]["ledger/wall_s"]}
 
 
+def finished(cfg: RunConfig) -> bool:
+    """A run is finished once it wrote replay_stats.json, at the end of its loop: a rerun keeps it."""
+    return (Path(cfg.run.output_dir) / "replay_stats.json").is_file()
+
+
 def task_presets(preset: dict, tasks: list[str] | None) -> dict[str, dict]:
     """The preset as each task runs it: its "tasks" entry's keys replace the preset's (no entry: arithmetic only).
     `tasks` picks some of them; a task the preset does not name is an error (its grids were set for another)."""
@@ -225,20 +230,20 @@ def study_task(task: str, preset: dict, specs: list, base: list[str], out: Path,
 
     results: dict[str, list[dict]] = {}
     for name, seed, cfg in specs:
-        finished = (Path(cfg.run.output_dir) / "replay_stats.json").is_file()
-        if report_only and not finished:
+        done_before = finished(cfg)
+        if report_only and not done_before:
             continue
         t1 = time.perf_counter()
-        if not finished:  # a partial run starts over
+        if not done_before:  # a partial run starts over
             shutil.rmtree(cfg.run.output_dir, ignore_errors=True)
             train(cfg)
             progress["trained"] += 1
-        progress["left"] -= not finished
+        progress["left"] -= not done_before
         run = load_run(cfg)
         results.setdefault(name, []).append(run)
         progress["i"] += 1
         done = time.perf_counter() - progress["t0"]
-        how = f"{cfg.run.steps} steps in {time.perf_counter() - t1:.0f} s" if not finished else "finished earlier"
+        how = "finished earlier" if done_before else f"{cfg.run.steps} steps in {time.perf_counter() - t1:.0f} s"
         print(f"[{progress['i']}/{progress['n']}] {task} {name} seed {seed}: {how}, "
               f"pass@1 {run['pass@1'][0]:.3f} → {run['pass@1'][-1]:.3f}, compute {run['compute'][-1]:.0f}; "
               f"{done / 60:.1f} min so far, ~{done / max(progress['trained'], 1) * progress['left'] / 60:.1f} min left",
@@ -301,10 +306,10 @@ def main() -> None:
 
     t0 = time.perf_counter()
     all_specs = [s for _, _, specs in plans.values() for s in specs]
-    finished = sum((Path(cfg.run.output_dir) / "replay_stats.json").is_file() for _, _, cfg in all_specs)
+    done_before = sum(finished(cfg) for _, _, cfg in all_specs)
     # --report-only counts only the finished runs, the ones it reads
-    progress = {"t0": t0, "i": 0, "trained": 0, "n": finished if args.report_only else len(all_specs),
-                "left": 0 if args.report_only else len(all_specs) - finished}
+    progress = {"t0": t0, "i": 0, "trained": 0, "n": done_before if args.report_only else len(all_specs),
+                "left": 0 if args.report_only else len(all_specs) - done_before}
     if not args.report_only:
         connect(all_specs[0][2])  # one Ray session for all runs
     reports = {}

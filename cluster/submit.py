@@ -55,12 +55,16 @@ def runtime_env(pip: list[str], env: dict[str, str], working_dir: Path = ROOT) -
     return out
 
 
-def build_command(args: argparse.Namespace, working_dir: Path = ROOT) -> list[str]:
-    config = Path(args.config).resolve()
+def config_in_checkout(config: str) -> Path:
+    """The config's path inside this checkout, which is uploaded with the job; one outside it is refused."""
     try:
-        rel = config.relative_to(ROOT)
+        return Path(config).resolve().relative_to(ROOT)
     except ValueError:
-        raise SystemExit(f"submit: --config {args.config} must live inside the repository (it is uploaded with it)")
+        raise SystemExit(f"submit: --config {config} must live inside the repository (it is uploaded with it)")
+
+
+def build_command(args: argparse.Namespace, working_dir: Path = ROOT) -> list[str]:
+    rel = config_in_checkout(args.config)
     entry = ["python", "-m", "replay_rl.cli", "train", "-c", str(rel)] + [a for s in args.set for a in ("-s", s)]
     env = dict(kv.split("=", 1) for kv in args.env)
     cmd = [RAY, "job", "submit", "--address", args.address,
@@ -109,7 +113,7 @@ def main(argv: list[str] | None = None) -> int:
                   f"checkout on the head; pass -s {field}=/absolute/path to keep it", file=sys.stderr)
     # the CLI sends the token only in token mode; it reads RAY_AUTH_TOKEN, RAY_AUTH_TOKEN_PATH or ~/.ray/auth_token
     env = {"RAY_AUTH_MODE": "token", **os.environ}
-    build_command(args)  # the config must live in the checkout: checked before anything is copied
+    config_in_checkout(args.config)  # checked before anything is copied
     with tempfile.TemporaryDirectory(prefix="replay-rl-submit-") as tmp:
         command = build_command(args, package(args.submission_id, Path(tmp)))
         for attempt in range(AGENT_RETRIES):
