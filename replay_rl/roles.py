@@ -306,7 +306,8 @@ class Roles:
         staging = staging_dir(out, step)
         self.learners.save(str(staging), tag=f"step_{step}")
         self.replay.snapshot(staging / "replay")  # each shard snapshots atomically under its own lock
-        (staging / STATE_FILE).write_text(json.dumps({"step": step, "ledger": ledger.state()}))
+        (staging / STATE_FILE).write_text(json.dumps({"step": step, "ledger": ledger.state(),
+                                                              "rollouts_lost": self.replay.lost}))
         return commit(staging, checkpoint_dir(out, step))
 
     def resume(self, path: str | Path, ledger: ComputeLedger) -> int:
@@ -314,11 +315,15 @@ class Roles:
         state = json.loads((path / STATE_FILE).read_text())
         step = state["step"]
         self.learners.load(str(path), tag=f"step_{step}")
-        self.replay.restore(path / "replay")
+        inserts = sum(self.replay.restore(path / "replay"))
         ledger.load_state(state["ledger"])
-        # generators resume their turns in the pace: from call 0 they would make again, at once, every rollout
-        # the schedule allowed up to this step (seen: K_inf 192 against 96 for the same run uninterrupted)
-        calls = ledger.k_inf // self.cfg.generation.rollouts_per_call  # all generators' calls together
+        # generators go on from where the snapshot's stream ends (its inserts and the rollouts lost before it), up
+        # to a whole call. From the ledger's K_inf, read before the save, they made again what they inserted while
+        # it was written (K_inf over the pace's budget by up to 59 after a node loss); from call 0, every rollout
+        # the schedule had allowed (K_inf 192 against 96)
+        per_call = self.cfg.generation.rollouts_per_call
+        calls = -(-(inserts + state.get("rollouts_lost", 0)) // per_call)  # all generators' calls together
+        self.replay.resume_stream(calls * per_call, lost=calls * per_call - inserts)
         for i, s in enumerate(self.slots):
             s.first_call = calls_dealt(i, calls, len(self.slots))
         ray.get([s.actor.start_at.remote(s.first_call) for s in self.slots])

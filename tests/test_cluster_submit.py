@@ -301,12 +301,11 @@ def test_losing_a_learner_node_stops_in_one_line_or_resumes_on_a_replacement(clu
           f"the first after resuming from step {checkpoint}", file=sys.stderr)
     # K_inf after a resume: no generator can make more than the pace's budget, B + s·R rollouts by version s (plus
     # the call it is in), so the count's offset from s·R stays ≤ B + one call (32) unless something is counted twice.
-    # It holds before the kill (135..158 here) and over all 1178 steps of an unfaulted study run at this N and pace
-    # (87..160); after the resume it went to 164..219 in two runs: up to one and a half steps' worth more than the
-    # generators can have made. A known defect, open in issue 21
+    # Resumed generators once counted on from the ledger's K_inf, read before the checkpoint was written, and made
+    # again what had been inserted meanwhile: 164..219 after the resume in 3 of 4 runs (Roles.resume)
     r, per_call = 128 * (5 / 3) / 5.28, 32
     offset = {row["step"]: row["ledger/k_inf"] - row["step"] * r for row in rows}
-    assert all(offset[s] <= 128 + per_call for s in range(1, checkpoint + 1)), offset
-    over = max(offset[s] for s in range(checkpoint + 1, steps + 1)) - (128 + per_call)
-    if over > 0:
-        pytest.xfail(f"K_inf after the resume exceeds the pace's budget by {over:.0f} rollouts (issue 21, open)")
+    assert all(offset[s] <= 128 + per_call for s in range(1, steps + 1)), offset
+    after = [offset[s] for s in range(checkpoint + 1, steps + 1)]
+    print(f"node loss: K_inf − s·R after the resume {min(after):.0f}..{max(after):.0f} (budget {128 + per_call})",
+          file=sys.stderr)

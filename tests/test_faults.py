@@ -5,6 +5,7 @@ restarts that dies is named, a run resumed with resume_from=auto continues its m
 rank restarts every role from the newest checkpoint (run.max_restarts), or is named once those are used up."""
 
 import contextlib
+import json
 import os
 import re
 import signal
@@ -13,8 +14,10 @@ import time
 
 import pytest
 
+from replay_rl.checkpoints import STATE_FILE
 from replay_rl.config import RunConfig
 from replay_rl.metrics import read_metrics
+from replay_rl.replay.shard import pace_for
 from replay_rl.roles import RunFailed
 from replay_rl.trainer import train
 
@@ -154,6 +157,12 @@ def test_resume_auto_continues_the_same_metrics_file(ray_cluster, warm_model, tm
     path, _ = warm_model
     out = tmp_path / "auto"
     first = train(run_cfg(path, out, "run.steps=4", "run.checkpoint_every=2", "run.eval_every=2"))
+    # as if generators had inserted two calls' rollouts while the step-4 checkpoint was written, after the ledger
+    # read K_inf: the buffer's snapshot holds them, so the resumed generators must not make them again
+    state_file = out / "checkpoints" / "step_4" / STATE_FILE
+    state = json.loads(state_file.read_text())
+    state["ledger"]["k_inf"] -= 2 * run_cfg(path, out).generation.rollouts_per_call
+    state_file.write_text(json.dumps(state))
     # as if the run had died after step 4 but its last checkpoint is step 4: resume and run to 6
     final = train(run_cfg(path, out, "run.steps=6", "run.checkpoint_every=2", "run.eval_every=2",
                           "run.resume_from=auto"))
@@ -190,9 +199,13 @@ def test_a_dead_role_restarts_every_role_from_the_newest_checkpoint(ray_cluster,
             seen["recovered_s"], seen["first_step_after"] = time.monotonic() - seen["killed_at"], step
 
     out = tmp_path / "restart"
-    final = train(run_cfg(path, out, "run.steps=10", "run.checkpoint_every=2", "run.max_restarts=1", *extra),
-                  kill_at_step_5)
+    cfg = run_cfg(path, out, "run.steps=10", "run.checkpoint_every=2", "run.max_restarts=1", *extra)
+    final = train(cfg, kill_at_step_5)
     rows = read_metrics(out / "metrics.jsonl")
+    # K_inf counts each rollout once: by step s no more than the pace's budget (plus the call that crosses it)
+    # exists, and the resumed generators do not make again what the checkpoint's buffer already holds
+    pace, per_call = pace_for(cfg), cfg.generation.rollouts_per_call
+    assert all(r["ledger/k_inf"] < pace.budget(r["step"]) + per_call for r in rows if r["kind"] == "train"), rows
     assert [r["step"] for r in rows if r["kind"] == "train"] == list(range(1, 11))
     assert [r["step"] for r in rows if r["kind"] == "eval"] == [0, 10]
     assert final["step"] == 10 and final["ledger/run_restarts"] == 1 and final["ledger/k_train"] == 10 * 32

@@ -86,4 +86,17 @@ class ReplayClient:
         return ray.get([s.snapshot.remote(str(shard_dir(root, i))) for i, s in enumerate(self.shards)])
 
     def restore(self, root: str | Path) -> list[int]:
+        """Each shard's snapshot under root; returns the rollouts each had received (its inserts)."""
         return ray.get([s.restore.remote(str(shard_dir(root, i))) for i, s in enumerate(self.shards)])
+
+    @property
+    def lost(self) -> int:
+        """Rollouts generated but lost to shard restarts, as counted so far (stats)."""
+        return self._lost
+
+    def resume_stream(self, rollouts: int, lost: int) -> None:
+        """After restoring a checkpoint: generators go on from rollout `rollouts` of the stream, and the rollouts
+        before it that the shards do not hold (`lost`: lost earlier, or made after the snapshot) stay counted
+        in K_inf without being made again."""
+        self._lost = lost
+        ray.get([s.resume_stream.remote(rollouts) for s in self.shards])

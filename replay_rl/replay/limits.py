@@ -35,6 +35,9 @@ class RateLimiter:
     def recover(self, consumer_version: int) -> None:
         """After a restore from a snapshot: inserts and samples rolled back together, so the band still holds."""
 
+    def resume_stream(self, rollouts: int) -> None:
+        """The same after a resume: the band holds on the counts the snapshot kept."""
+
     def why_blocked(self, consumer_version: int = 0) -> str:
         ratio = self.samples / self.inserts if self.inserts else float("inf")
         return (f"samples/insert {ratio:.2f} vs target {self.spi:g} ± {self.tolerance:g} samples "
@@ -56,6 +59,9 @@ class Unlimited:
         pass
 
     def recover(self, consumer_version: int) -> None:
+        pass
+
+    def resume_stream(self, rollouts: int) -> None:
         pass
 
     def why_blocked(self, consumer_version: int = 0) -> str:
@@ -153,6 +159,12 @@ class PacedLimiter:
         """After a restore from a snapshot: the rollouts lost since it were generated on schedule and will not be
         generated again (generators pace on the learner version), so this shard counts them as delivered."""
         self.inserts = max(self.inserts, self.owed(consumer_version))
+
+    def resume_stream(self, rollouts: int) -> None:
+        """After a resume whose generators go on from rollout `rollouts` of the stream: this shard's deal of the
+        rollouts before it counts as delivered. A call the snapshot caught in part is not made again, and its
+        missing share would otherwise be owed for ever."""
+        self.inserts = max(self.inserts, int(dealt_to(self.shard, rollouts, self.shards)))
 
     def why_blocked(self, consumer_version: int = 0) -> str:
         return (f"emulated cluster pace: {self.inserts} inserted < {self.owed(consumer_version)} owed to this shard by "

@@ -124,7 +124,13 @@ class ReplayShardImpl:
             self.table = self._make_table()
             self.table.load_state(arrays, counters)
             self._condition().notify_all()
-        return len(self.table)
+        return self.table.stats().inserts
+
+    async def resume_stream(self, rollouts: int) -> None:
+        """Generators go on from rollout `rollouts` of the stream (ReplayClient.resume_stream)."""
+        async with self._condition():
+            self.table.limiter.resume_stream(rollouts)
+            self._condition().notify_all()
 
 
 class ReplayShardActor(ReplayShardImpl):

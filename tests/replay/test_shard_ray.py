@@ -134,7 +134,7 @@ def test_snapshot_kill_restore_loses_nothing(ray_cluster, tmp_path):
         ray_mod.kill(s)
     fresh = create_shards(cfg)
     restored = ReplayClient(fresh)
-    assert restored.restore(tmp_path) == [st["size"] for st in before]
+    assert restored.restore(tmp_path) == [st["inserts"] for st in before]
     assert [s.__dict__ for s in restored.shard_stats()] == before
     n0 = before[0]["size"]
     items = sorted(int(r) for r in ray_mod.get(fresh[0].sample.remote(n0, 1))[0].reward)

@@ -169,6 +169,27 @@ def test_pace_gives_generators_a_lead_the_learner_never_waits_past():
     assert isinstance(t.limiter, PacedLimiter)
 
 
+def test_a_resumed_shard_is_not_owed_the_part_of_a_call_its_snapshot_missed():
+    from replay_rl.replay.limits import Pace, PacedLimiter, dealt_to
+
+    pace = Pace(batch_size=129, replay_ratio=129 / 40.5, lead_steps=1, consumes_once=False, capacity=129)
+    # the checkpoint caught 100 rollouts: calls 0-2 whole (96) and 4 of call 3's 32, all four dealt to shards 0, 1
+    held = [34, 34, 32]
+    resumed = [PacedLimiter(pace, i, 3) for i in range(3)]
+    for shard, n in zip(resumed, held):
+        shard.record(inserts=n)
+        shard.resume_stream(4 * 32)              # generators go on from call 4: call 3 is not made again
+    assert [s.inserts for s in resumed] == [43, 43, 42]
+    # calls 4 and 5 pay every shard its deal of rollouts 128..191, and version 1 is owed the first 170
+    for i, shard in enumerate(resumed):
+        shard.record(inserts=int(dealt_to(i, 192, 3) - dealt_to(i, 128, 3)))
+    assert all(s.can_sample(129, consumer_version=1) for s in resumed)
+    # without it, shard 2 stays 10 short of its deal for ever: by version 1 it holds 32 + 22 of the 56 owed
+    short = PacedLimiter(pace, 2, 3)
+    short.record(inserts=32 + int(dealt_to(2, 192, 3) - dealt_to(2, 128, 3)))
+    assert short.owed(1) - short.inserts == 2 and not short.can_sample(129, consumer_version=1)
+
+
 def test_overlap_prev_is_one_when_every_batch_is_the_whole_buffer():
     t = Table.fifo(8)
     t.insert(make_batch(8))
