@@ -12,14 +12,19 @@ class ConfigError(ValueError):
     """A config that cannot run. The message names the field (dotted path) and the fix, one line per problem."""
 
 
-def apply_override(data: dict[str, Any], item: str) -> None:
+def apply_override(data: dict[str, Any], item: str, defaults: dict[str, Any] | None = None) -> None:
+    """Set dotted.key=value in data. defaults: the config's defaults, as a dict. The section the value goes into,
+    when data lacks it, starts with its default's own values (so `cluster.emulate.mu=2` keeps the default emulated
+    W and T); not its subsections, nor a union's (`type`) fields, which another member would not take."""
     key, sep, raw = item.partition("=")
     if not sep or not key:
         raise ConfigError(f"override {item!r}: expected dotted.key=value, e.g. replay.capacity=84")
-    node = data
+    node, default = data, defaults or {}
     *parents, leaf = key.strip().split(".")
-    for part in parents:
-        node = node.setdefault(part, {})
+    for depth, part in enumerate(parents, 1):
+        default = default.get(part) if isinstance(default, dict) else None
+        seed = isinstance(default, dict) and "type" not in default and depth == len(parents)
+        node = node.setdefault(part, {k: v for k, v in default.items() if not isinstance(v, dict)} if seed else {})
         if not isinstance(node, dict):
             raise ConfigError(f"override {item!r}: {part} is not a section")
     node[leaf] = parse_yaml(raw, f"--set {item!r}")

@@ -32,6 +32,11 @@ def test_dotted_overrides_and_derived_properties():
     assert RunConfig.load(None, ["learner.loss.eps_high=0.3"]).learner.loss.eps_high == 0.3
     with pytest.raises(ConfigError, match="generation.backend.enforce_eager: unknown key"):
         RunConfig.load(None, ["generation.backend.enforce_eager=true"])  # a vllm-only knob on transformers
+    # a section the override enters keeps its default's other fields: the emulated cluster's W and T stay (5, 3)
+    emulate = RunConfig.load(None, ["cluster.emulate.mu=2"]).cluster.emulate
+    assert (emulate.mu, emulate.generators, emulate.learners) == (2, 5, 3)
+    # ... but a union section does not take its default member's fields into another member
+    assert RunConfig.load(None, ["replay.type=lifo_once"]).replay.type == "lifo_once"
 
 
 @pytest.mark.parametrize("overrides, field, words", [

@@ -111,8 +111,9 @@ class RunConfig(_Section):
             data = parse_yaml(p.read_text(), str(p)) or {}
             if not isinstance(data, dict):
                 raise ConfigError(f"{p}: top level must be a mapping of sections (model:, replay:, ...)")
+        defaults = cls().model_dump(mode="json") if overrides else None
         for item in overrides or []:
-            apply_override(data, item)
+            apply_override(data, item, defaults)
         return cls.from_dict(data)
 
     @classmethod
