@@ -6,6 +6,7 @@ under HF_HUB_OFFLINE=1 and is laid out as vLLM expects, so the same code path se
 
 from __future__ import annotations
 
+import functools
 import string
 from pathlib import Path
 
@@ -83,7 +84,19 @@ def load_tokenizer(path: str | Path):
     return tok
 
 
-def load_model(path: str | Path, dtype: str = "float32"):
+@functools.cache
+def usable_attention(asked: str) -> str:
+    """`asked`, or sdpa where flash_attention_2 cannot run here; said once per process."""
+    from transformers.utils import is_flash_attn_2_available
+
+    if asked != "flash_attention_2" or is_flash_attn_2_available():
+        return asked
+    print(f"model.attn_implementation={asked} is not available here (needs the flash_attn package and a GPU); "
+          "using sdpa", flush=True)
+    return "sdpa"
+
+
+def load_model(path: str | Path, dtype: str = "float32", attn_implementation: str = "sdpa"):
     from transformers import AutoModelForCausalLM
 
     quiet_transformers()
@@ -91,7 +104,8 @@ def load_model(path: str | Path, dtype: str = "float32"):
     if not (p / "config.json").is_file():
         raise FileNotFoundError(f"model.path {str(p)!r} is not an HF model folder (no config.json); run "
                                 f"`replay-rl init-model` / `replay-rl warmstart`, or set model.create_if_missing=true")
-    return AutoModelForCausalLM.from_pretrained(str(p), dtype=getattr(torch, dtype))
+    return AutoModelForCausalLM.from_pretrained(str(p), dtype=getattr(torch, dtype),
+                                                attn_implementation=usable_attention(attn_implementation))
 
 
 def parameter_count(model) -> int:

@@ -1,10 +1,12 @@
 import subprocess
 import sys
 
+import pytest
 import torch
 
 from replay_rl.config import TinyModelSpec
-from replay_rl.models import CHARSET, build_tokenizer, init_tiny_model_folder, load_model, load_tokenizer, parameter_count
+from replay_rl.models import (CHARSET, build_tokenizer, init_tiny_model_folder, load_model, load_tokenizer,
+                             parameter_count, usable_attention)
 
 
 def test_tokenizer_round_trips_task_strings(tmp_path):
@@ -43,3 +45,18 @@ def test_same_seed_same_weights_other_seed_differs(tmp_path):
     for (n, p), q, r in zip(a.named_parameters(), b.parameters(), c.parameters()):
         assert torch.equal(p, q), n
     assert not all(torch.equal(p, r) for p, r in zip(a.parameters(), c.parameters()))
+
+
+def test_flash_attention_falls_back_to_sdpa_in_one_line_where_it_cannot_run(tmp_path, capsys):
+    from transformers.utils import is_flash_attn_2_available
+
+    if is_flash_attn_2_available():
+        pytest.skip("flash_attn runs here")
+    path = init_tiny_model_folder(TinyModelSpec(), tmp_path / "m")
+    usable_attention.cache_clear()
+    models = [load_model(path, "float32", "flash_attention_2") for _ in range(2)]
+    assert [m.config._attn_implementation for m in models] == ["sdpa", "sdpa"]
+    said = [line for line in capsys.readouterr().out.splitlines() if "attn_implementation" in line]
+    assert said == ["model.attn_implementation=flash_attention_2 is not available here (needs the flash_attn package "
+                    "and a GPU); using sdpa"]
+    assert load_model(path, "float32", "eager").config._attn_implementation == "eager"

@@ -62,9 +62,17 @@ class LearnerConfig(_Section):
     zero_stage: int = Field(2, ge=0, le=3)
     """DeepSpeed ZeRO stage: 0 replicates, 1 shards optimizer state, 2 also gradients, 3 also parameters."""
     micro_batch_tokens: int | None = Field(None, ge=1)
-    """Most padded tokens (rollouts × longest prompt+completion) per forward/backward: a rank's batch is split into
-    micro-batches under this budget, accumulated into one optimizer step with the full batch's loss normalisation.
-    Lower bounds activation memory and costs more passes. None: the whole rank batch in one pass."""
+    """Most tokens per forward/backward: padded ones (rollouts × longest prompt+completion), or with pack_sequences
+    the real ones. A rank's batch is split into micro-batches under this budget, accumulated into one optimizer step
+    with the full batch's loss normalisation. Lower bounds activation memory and costs more passes. None: the
+    whole rank batch in one pass."""
+    pack_sequences: bool = False
+    """Run each micro-batch's rollouts as one row without padding: positions restart at each rollout and attention
+    stays within it (learner/logprobs.py final_hidden_states); log π, entropy and gradients equal the padded ones.
+    No compute goes to padding, but only flash_attention_2's varlen kernels (model.attn_implementation) attend
+    within each rollout alone. Off by default: sdpa and eager run the packed row's attention as one dense masked
+    (tokens × tokens) product, so on CPU a tiny-model rank batch (64 rollouts of ~12 tokens) took 70 ms packed
+    against 45 ms padded, and 64 rollouts of ~44 tokens 610 ms against 190 ms."""
     activation_checkpointing: bool = False
     """Recompute activations in backward instead of keeping them: less memory for about a third more compute."""
     logprob_chunk_tokens: int | None = Field(1024, ge=1)

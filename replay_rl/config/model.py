@@ -49,6 +49,10 @@ class ModelConfig(_Section):
     """Shape of the model built when `path` is missing and create_if_missing is true."""
     dtype: Literal["float32", "bfloat16"] = "float32"
     """Learner and generator dtype. bfloat16 on GPUs; float32 on CPU (bf16 matmuls are slow there)."""
+    attn_implementation: Literal["sdpa", "eager", "flash_attention_2"] = "sdpa"
+    """The learner's attention kernels (transformers' attn_implementation). sdpa: torch's fused attention, anywhere.
+    eager: plain matmuls, the reference. flash_attention_2: varlen kernels that make learner.pack_sequences pay
+    (bf16 on a GPU with the flash_attn package; elsewhere the learner says so in one line and uses sdpa)."""
 
 
 class WarmstartConfig(_Section):

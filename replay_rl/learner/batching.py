@@ -1,4 +1,7 @@
-"""RolloutBatch (numpy, CSR) → LearnerInputs (padded torch tensors)."""
+"""RolloutBatch (numpy, CSR) → LearnerInputs (padded torch tensors), in micro-batches under a token budget.
+
+The inputs stay padded with learner.pack_sequences too: only the model's forward runs the rows packed
+(logprobs.final_hidden_states), so the losses see the same (B, L−1) layout either way."""
 
 from __future__ import annotations
 
@@ -33,17 +36,23 @@ def to_learner_inputs(batch: RolloutBatch, pad_id: int, device: torch.device | s
                          token_count, rollout_count)
 
 
-def micro_batches(batch: RolloutBatch, budget: int | None, count: int | None = None) -> list[np.ndarray]:
-    """Row indices of micro-batches of at most `budget` padded tokens (rows × longest row), rows sorted by length
-    so that little is padding. `count`: split further until there are exactly this many (ZeRO-3 ranks must run
-    the same number of forward passes); None or a budget of None: as few as the budget allows."""
+def micro_batches(batch: RolloutBatch, budget: int | None, count: int | None = None,
+                  packed: bool = False) -> list[np.ndarray]:
+    """Row indices of micro-batches of at most `budget` tokens, rows sorted by length so that little is padding:
+    padded tokens (rows × longest row), or with `packed` the rows' real tokens (Σ lengths; one packed row per
+    micro-batch). `count`: split further until there are exactly this many (ZeRO-3 ranks must run the same number
+    of forward passes); None or a budget of None: as few as the budget allows."""
     lengths = np.diff(batch.prompt_offsets) + np.diff(batch.completion_offsets)
     order = np.argsort(lengths, kind="stable")
     parts: list[list[int]] = [[]]
+    tokens = 0  # the last part's real tokens
     for i in order:
-        if budget is not None and parts[-1] and (len(parts[-1]) + 1) * lengths[i] > budget:
+        cost = tokens + lengths[i] if packed else (len(parts[-1]) + 1) * lengths[i]  # sorted: row i is the longest
+        if budget is not None and parts[-1] and cost > budget:
             parts.append([])
+            tokens = 0
         parts[-1].append(int(i))
+        tokens += lengths[i]
     while count is not None and len(parts) < count:
         big = max(range(len(parts)), key=lambda j: len(parts[j]))
         if len(parts[big]) < 2:

@@ -75,7 +75,8 @@ class LearnerEngine:
             skip_cpu_shared_memory_op()
         deepspeed.init_distributed(dist_backend="nccl" if self.on_gpu else "gloo")
         torch.manual_seed(self.cfg.run.seed)
-        model = model if model is not None else load_model(self.model_path, "float32")
+        model = model if model is not None else load_model(self.model_path, "float32",
+                                                           self.cfg.model.attn_implementation)
         if self.cfg.learner.activation_checkpointing:
             model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
         opt = torch.optim.AdamW(model.parameters(), lr=self.cfg.learner.lr, betas=self.cfg.learner.betas,
@@ -86,8 +87,9 @@ class LearnerEngine:
 
     # ------------------------------------------------------------------ training
     def train_on(self, batch: RolloutBatch, fresh: np.ndarray | None = None) -> dict[str, float]:
-        """One optimizer step on this rank's batch, in micro-batches of at most learner.micro_batch_tokens padded
-        tokens whose gradients accumulate; each micro-batch's loss is normalised by the whole batch's counts.
+        """One optimizer step on this rank's batch, in micro-batches of at most learner.micro_batch_tokens tokens
+        (padded, or real ones with learner.pack_sequences, which runs each micro-batch as one row without padding)
+        whose gradients accumulate; each micro-batch's loss is normalised by the whole batch's counts.
         fresh: rows made by exactly the learner's current weights, on which π_θ must equal the stored behaviour
         log-probs: their gap is the live generator/learner agreement check (mismatch/*)."""
         t0 = time.perf_counter()
@@ -118,7 +120,8 @@ class LearnerEngine:
     def _logprobs(self, inp: LearnerInputs) -> tuple[torch.Tensor, torch.Tensor]:
         """log π_θ and entropy at the completion targets, a learner.logprob_chunk_tokens chunk at a time."""
         head, g = self.engine.module.get_output_embeddings(), self.cfg.generation
-        hidden = final_hidden_states(self.engine, head, inp.input_ids, inp.attention_mask)
+        hidden = final_hidden_states(self.engine, head, inp.input_ids, inp.attention_mask,
+                                     self.cfg.learner.pack_sequences)
         return token_logprobs(hidden, head, inp.input_ids, self.cfg.learner.logprob_chunk_tokens, g.temperature,
                               g.top_p, inp.loss_mask)
 
@@ -136,15 +139,15 @@ class LearnerEngine:
     def _micro_batches(self, batch: RolloutBatch) -> list[np.ndarray]:
         """The batch's micro-batches under learner.micro_batch_tokens. Under ZeRO-3 every forward gathers parameters
         collectively, so all ranks run as many micro-batches as the rank that needs most."""
-        budget = self.cfg.learner.micro_batch_tokens
-        parts = micro_batches(batch, budget)
+        budget, packed = self.cfg.learner.micro_batch_tokens, self.cfg.learner.pack_sequences
+        parts = micro_batches(batch, budget, packed=packed)
         if budget is None or self.cfg.learner.zero_stage != 3:
             return parts
         import torch.distributed as dist
 
         n = torch.tensor([len(parts)])
         dist.all_reduce(n, op=dist.ReduceOp.MAX)
-        return parts if len(parts) == n.item() else micro_batches(batch, budget, int(n.item()))
+        return parts if len(parts) == n.item() else micro_batches(batch, budget, int(n.item()), packed)
 
     # ------------------------------------------------------------------ weights
     def full_state(self) -> dict[str, torch.Tensor]:

@@ -19,12 +19,16 @@ from replay_rl.learner.losses import processed_logits
 
 
 def final_hidden_states(model: Callable, lm_head: torch.nn.Module, input_ids: torch.Tensor,
-                        attention_mask: torch.Tensor) -> torch.Tensor:
+                        attention_mask: torch.Tensor, packed: bool = False) -> torch.Tensor:
     """model(input_ids, attention_mask) with lm_head made an identity: the (B, L, H) hidden states it would project.
     `model` may be the HF model or a DeepSpeed engine around it. The states come back as the model's own output
     (`.logits`), so an engine hooks its backward prologue on them as it would on logits. For models whose logits
     are exactly lm_head(h) (Llama, Qwen, SmolLM): one that rescales or soft-caps logits after the head would be
-    applying that to h."""
+    applying that to h.
+    packed: the rows' real tokens run as one row (1, tokens) without padding, positions restarting at each row's
+    first token; from those positions transformers keeps attention within each row (a block-diagonal causal mask
+    for sdpa and eager, varlen kernels for flash_attention_2). The states come back in the (B, L, H) layout, zero
+    at padding, so the target of a row's last state is padding (masked out), never the next row's first token."""
     kept: list[torch.Tensor] = []
 
     def skip_product(_module, args):  # no (B, L, V) product: the head sees zero positions
@@ -34,7 +38,14 @@ def final_hidden_states(model: Callable, lm_head: torch.nn.Module, input_ids: to
     handles = [lm_head.register_forward_pre_hook(skip_product),
                lm_head.register_forward_hook(lambda *_: kept[0])]
     try:
-        return model(input_ids=input_ids, attention_mask=attention_mask).logits
+        # use_cache=False: no KV cache to build; with one, transformers would not look for packed rows
+        if not packed:
+            return model(input_ids=input_ids, attention_mask=attention_mask, use_cache=False).logits
+        real = attention_mask.bool()
+        positions = attention_mask.cumsum(-1) - 1
+        # no attention_mask: only without one does transformers read the rows' bounds from the positions
+        states = model(input_ids=input_ids[real][None], position_ids=positions[real][None], use_cache=False).logits
+        return states.new_zeros((*real.shape, states.shape[-1])).index_put((real,), states[0])
     finally:
         for h in handles:
             h.remove()

@@ -28,6 +28,17 @@ def test_micro_batches_respect_the_budget_cover_every_row_once_and_can_be_forced
         micro_batches(batch, 30, count=13)
 
 
+def test_packed_micro_batches_budget_real_tokens_and_cover_every_row_once():
+    batch = mixed_batch()
+    lengths = np.diff(batch.prompt_offsets) + np.diff(batch.completion_offsets)   # 5 to 12 tokens, 102 in all
+    parts = micro_batches(batch, budget=30, packed=True)
+    assert sorted(np.concatenate(parts).tolist()) == list(range(len(batch)))
+    assert all(lengths[p].sum() <= 30 for p in parts) and len(parts) == 4
+    assert len(parts) < len(micro_batches(batch, budget=30))   # padded tokens fill the budget sooner
+    assert len(micro_batches(batch, 5, packed=True)) == len(batch)   # a row over the budget still runs, alone
+    assert len(micro_batches(batch, 30, count=6, packed=True)) == 6
+
+
 @pytest.mark.parametrize("loss_cfg", [GrpoLossConfig(), AsymreLossConfig(aggregation="seq_sum"),
                                       AsymreLossConfig(aggregation="token_mean")], ids=["grpo", "asymre_seq", "asymre_tok"])
 def test_micro_batch_losses_and_gradients_sum_to_the_full_batch(loss_cfg):

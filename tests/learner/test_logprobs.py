@@ -1,14 +1,18 @@
-"""The chunked log-prob head against the full-vocabulary computation it replaced, on the tiny model in fp32."""
+"""The chunked log-prob head against the full-vocabulary computation it replaced, and packed rows against padded
+ones, on the tiny model in fp32."""
 
+import numpy as np
 import pytest
 import torch
 from torch.utils._python_dispatch import TorchDispatchMode
 from torch.utils._pytree import tree_flatten
 
 from replay_rl.config import TinyModelSpec
+from replay_rl.learner.batching import to_learner_inputs
 from replay_rl.learner.logprobs import final_hidden_states, token_logprobs
 from replay_rl.learner.losses import processed_logits
 from replay_rl.models import build_tiny_model
+from replay_rl.rollout import Rollout, RolloutBatch
 
 TOL = 1e-5
 
@@ -22,8 +26,8 @@ def full_vocab_logprobs(logits, input_ids, temperature, top_p):
     return logp, entropy
 
 
-def chunked(model, ids, attn, temperature, top_p, chunk, mask=None):
-    hidden = final_hidden_states(model, model.lm_head, ids, attn)
+def chunked(model, ids, attn, temperature, top_p, chunk, mask=None, packed=False):
+    hidden = final_hidden_states(model, model.lm_head, ids, attn, packed)
     return token_logprobs(hidden, model.lm_head, ids, chunk, temperature, top_p, mask)
 
 
@@ -88,6 +92,40 @@ def test_a_batch_without_completion_tokens_still_reaches_the_model(model):
     ids, attn = batch(100)
     lp, _ = chunked(model, ids, attn, 1.0, 1.0, 4, torch.zeros(ids[:, 1:].shape, dtype=torch.bool))
     assert lp.shape == (3, 12) and (lp == 0).all() and lp.requires_grad  # DeepSpeed's backward hooks need a graph
+
+
+def ragged_rollouts(vocab, lengths):
+    """A batch of rollouts of the given (prompt, completion) lengths, random tokens."""
+    rng = np.random.default_rng(3)
+    return RolloutBatch.from_rollouts([
+        Rollout(rng.integers(4, vocab, p).astype(np.int32), rng.integers(4, vocab, c).astype(np.int32),
+                np.zeros(c, np.float32), 1.0, 1.0, 0.5, True, i, 0, 0, 0, 0, 0) for i, (p, c) in enumerate(lengths)])
+
+
+@pytest.mark.parametrize("attention", ["sdpa", "eager"])
+@pytest.mark.parametrize("temperature, top_p", [(1.0, 1.0), (0.7, 0.9)])
+def test_packed_rows_give_the_padded_logprobs_entropy_and_gradients(attention, temperature, top_p):
+    """The rollouts run as one row attend only within themselves: a row that saw another rollout's tokens (or a
+    boundary target that predicted the next rollout's first token) would be off by far more than fp32 noise."""
+    model = build_tiny_model(TinyModelSpec(), vocab_size=100, pad_id=0, eos_id=1)
+    model.set_attn_implementation(attention)
+    inp = to_learner_inputs(ragged_rollouts(100, [(3, 9), (7, 1), (1, 4), (5, 6), (2, 2)]), pad_id=0)
+    weights = torch.randn(inp.loss_mask.shape, generator=torch.Generator().manual_seed(4))
+    got, shapes = {}, []
+    seen = model.model.embed_tokens.register_forward_hook(lambda _m, args, _out: shapes.append(tuple(args[0].shape)))
+    for packed in (False, True):
+        lp, ent = chunked(model, inp.input_ids, inp.attention_mask, temperature, top_p, 4, inp.loss_mask, packed)
+        got[packed] = lp, ent, grads_of(model, lp, weights)
+    seen.remove()
+    assert shapes == [(5, 12), (1, 40)]   # padded: 5 rows of the longest; packed: one row of the real tokens
+    (want_lp, want_ent, want_grads), (lp, ent, grads) = got[False], got[True]
+    kept = inp.loss_mask.bool() & (want_lp > -1000)   # a target outside the nucleus: compared relatively
+    gaps = {"logp": (lp - want_lp)[kept].abs().max().item(), "entropy": (ent - want_ent).abs().max().item(),
+            "grad": max((grads[n] - want_grads[n]).abs().max().item() for n in grads)}
+    print(f"{attention} T={temperature} top_p={top_p}: packed vs padded max |Δ| {gaps}")
+    assert max(gaps.values()) <= TOL, gaps
+    assert torch.allclose(lp[~kept], want_lp[~kept], rtol=1e-6, atol=0)
+    assert all(g.abs().sum() > 0 for g in grads.values())
 
 
 class LargestTensor(TorchDispatchMode):

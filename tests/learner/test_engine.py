@@ -1,0 +1,47 @@
+"""LearnerEngine on one real DeepSpeed rank (gloo, world size 1) in this process, without Ray."""
+
+import os
+import socket
+from unittest.mock import patch
+
+import pytest
+
+from replay_rl.config import RunConfig
+from replay_rl.learner.engine import LearnerEngine
+from tests.learner.steps import assert_same_step
+from tests.replay.helpers import make_batch
+
+pytestmark = [pytest.mark.deepspeed]
+
+
+@pytest.fixture(scope="module")
+def one_rank():
+    """The rendezvous variables the engines set are restored afterwards. Their one-rank gloo group stays for the
+    session: DeepSpeed caches its groups, so an engine made after a teardown would meet a destroyed one; a later
+    engine in this process joins this group instead."""
+    with patch.dict(os.environ):
+        yield
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@pytest.mark.parametrize("stage", [2, 3])
+def test_packed_micro_batched_step_equals_the_padded_full_batch_step(one_rank, init_model, stage):
+    """Same start, same batch of different completion lengths: one step on packed micro-batches of at most 24
+    real tokens leaves the same weights, loss, gradient norm and entropy as one step on the whole padded batch."""
+    batch = make_batch(8, completion_len=lambda i: 2 + (i * 5) % 7)   # 5 to 11 tokens, 61 in all
+    metrics, states = {}, {}
+    packed = ["learner.pack_sequences=true", "learner.micro_batch_tokens=24"]
+    for name, overrides in (("padded", []), ("packed", packed)):
+        cfg = RunConfig.load(None, [f"model.path={init_model}", "cluster.learners=1", "cluster.generators=1",
+                                    "learner.batch_size=8", "replay.capacity=8", "cluster.emulate=null",
+                                    "learner.lr=1e-3", f"learner.zero_stage={stage}", *overrides])
+        engine = LearnerEngine(cfg, 0, str(init_model))
+        engine.setup("127.0.0.1", free_port())
+        metrics[name], states[name] = engine.train_on(batch), engine.full_state()
+    assert metrics["padded"]["micro_batches"] == 1 and metrics["packed"]["micro_batches"] == 3
+    assert_same_step([metrics["packed"]], [metrics["padded"]], states["packed"], states["padded"], cfg.learner.lr)
