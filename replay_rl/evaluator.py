@@ -24,7 +24,7 @@ class EvaluatorImpl:
         self.weights = ObjectStoreSubscriber(board)
 
     def evaluate_latest(self) -> dict[str, float]:
-        load_if_newer(self.weights, self.backend)
+        load_if_newer(self.weights, self.backend, self.weights.latest())  # the version published just before
         out = evaluate_for_run(self.backend, self.tokenizer, self.task, self.cfg)
         return out | {"version": self.backend.version}
 

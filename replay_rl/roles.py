@@ -17,7 +17,8 @@ from replay_rl.accounting import ComputeLedger
 from replay_rl.checkpoints import STATE_FILE, checkpoint_dir, commit, staging_dir
 from replay_rl.config import RunConfig
 from replay_rl.evaluator import Evaluator
-from replay_rl.generation.generator import Generator, GeneratorStats, calls_dealt
+from replay_rl.generation.generator import Generator, calls_dealt
+from replay_rl.generation.reports import GeneratorReports, GeneratorStats
 from replay_rl.health import PROBE_S, Hung, first_error, hung_roles, node_of, one_line, probe_all
 from replay_rl.learner.agreement import agreement_problem
 from replay_rl.learner.group import LearnerGroup, await_start
@@ -48,7 +49,6 @@ class GeneratorSlot:
     actor: object
     run: object = None
     stats: object = None
-    pending: object = None   # an outstanding stats() call, read when it is ready, never waited on
     restarts: int = 0
     first_call: int = 0      # where the current actor started in the pace (its stats count from there)
 
@@ -64,6 +64,9 @@ class Roles:
     evaluator: object
     model_path: str
     pending_eval: tuple | None = None  # (step, ledger row at that step, the evaluator's result ref)
+    replay_asked: list | None = None  # the shards' stats, asked for as the step ended (replay_stats collects them)
+    reports: object = None  # GeneratorReports: every generator's newest stats, read in one call
+    reports_asked: object = None  # its outstanding all() call, read when it is ready, never waited on
     run_restarts: int = 0  # how often every role was restarted from a checkpoint before these were built
     where: dict = field(default_factory=dict)  # placement(): a role's death names the node it was lost with
 
@@ -108,6 +111,8 @@ class Roles:
                     raise self._step_failure(pending) from None
                 if consumer_version == 0:  # every rollout is fresh: the start-up agreement check
                     self._check_agreement(metrics)
+                # asked now, answered while the weights publish: one wait fewer on the step's critical path
+                self.replay_asked = [s.stats.remote() for s in self.replay.shards]
                 return metrics
             if ready:  # one rank finished early only when another is stuck or dead
                 self._check_ranks(ready, pending)
@@ -209,12 +214,13 @@ class Roles:
 
     def check_generators(self) -> None:
         """Replace a generator whose actor died (it reloads the newest weights); re-raise one that failed."""
+        runs = [s.run for s in self.slots]
+        ended = set(ray.wait(runs, num_returns=len(runs), timeout=0)[0])  # one call per step, not one per generator
         for i, s in enumerate(self.slots):
-            done, _ = ray.wait([s.run], timeout=0)
-            if not done:
+            if s.run not in ended:
                 continue
             try:
-                ray.get(done)
+                ray.get(s.run)
             except (ActorDiedError, ActorUnavailableError):
                 self.recover_generator(i, "died")
                 continue
@@ -228,23 +234,22 @@ class Roles:
         # the calls the position has made: its actor's own count, which includes where that actor started; one
         # that died before reporting made none beyond its start (counting rollouts from 0 repeated calls after a
         # second replacement or a resume, a burst that inflated K_inf)
-        calls = s.stats.calls if s.stats else s.first_call
-        s.actor = spawn_generator(self.cfg, i, self.model_path, self.replay.shards, self.board, first_call=calls)
-        s.run, s.pending, s.stats, s.first_call = s.actor.run.remote(), None, None, calls
+        # (max: a report of the actor before may still arrive after its replacement started)
+        calls = max(s.stats.calls, s.first_call) if s.stats else s.first_call
+        ray.get(self.reports.forget.remote(i))  # before the replacement's first report, so none of its is lost
+        s.actor = spawn_generator(self.cfg, i, self.model_path, self.replay.shards, self.board, self.reports, calls)
+        s.run, s.stats, s.first_call = s.actor.run.remote(), None, calls
         s.restarts += 1
 
     def generator_stats(self) -> list:
-        """The newest stats each generator has reported, without waiting on any: a paused one must not stall
-        the loop. A generator's numbers may lag by a step."""
-        for s in self.slots:
-            if s.pending is not None and ray.wait([s.pending], timeout=0)[0]:
-                try:
-                    s.stats = ray.get(s.pending)
-                except RayActorError:
-                    pass  # check_generators() replaces it
-                s.pending = None
-            if s.pending is None:
-                s.pending = s.actor.stats.remote()
+        """The newest stats each generator has reported, without waiting: a paused one must not stall the loop,
+        nor may the reports' answer. A generator's numbers may lag by a step."""
+        if self.reports_asked is not None and ray.wait([self.reports_asked], timeout=0)[0]:
+            for i, stats in ray.get(self.reports_asked).items():
+                self.slots[i].stats = stats
+            self.reports_asked = None
+        if self.reports_asked is None:
+            self.reports_asked = self.reports.all.remote()
         return [s.stats for s in self.slots if s.stats is not None]
 
     def diagnose(self, consumer_version: int) -> tuple[str, Hung | None]:
@@ -265,7 +270,8 @@ class Roles:
     def replay_stats(self) -> TableStats:
         """replay.stats(), bounded: a shard that gives no answer within run.stall_timeout_s is recovered as hung
         (its restart answers the same call) instead of holding the driver for ever."""
-        refs, bound = [s.stats.remote() for s in self.replay.shards], self.cfg.run.stall_timeout_s
+        refs = self.replay_asked or [s.stats.remote() for s in self.replay.shards]
+        self.replay_asked, bound = None, self.cfg.run.stall_timeout_s
         ready = ray.wait(refs, num_returns=len(refs), timeout=bound)[0]
         for i, ref in enumerate(refs):
             if ref not in ready:
@@ -339,25 +345,26 @@ class Roles:
         runs = [s.run for s in self.slots if s.run is not None]
         if runs:
             ray.wait(runs, num_returns=len(runs), timeout=5)
-        for actor in [*self.generators, self.evaluator, self.board, self.eval_board, *self.replay.shards]:
+        for actor in [*self.generators, self.evaluator, self.board, self.eval_board, self.reports,
+                      *self.replay.shards]:
             ray.kill(actor)
         self.learners.shutdown()
 
 
-def spawn_generator(cfg: RunConfig, i: int, model_path: str, shards: list, board, first_call: int = 0):
+def spawn_generator(cfg: RunConfig, i: int, model_path: str, shards: list, board, reports, first_call: int = 0):
     c = cfg.cluster
     return Generator.options(num_cpus=c.cpus_per_actor, num_gpus=c.gpus_per_generator,
                              resources=c.generator_resources or None).remote(
-        cfg, i, model_path, shards, board, first_call=first_call)
+        cfg, i, model_path, shards, board, first_call, reports)
 
 
 def build(cfg: RunConfig, model_path: str, run_restarts: int = 0, place_by: float | None = None) -> Roles:
     """Every role, anew. place_by: a restart's monotonic deadline for the learners' placement (run.node_wait_s)."""
     c = cfg.cluster
     shards = create_shards(cfg)
-    board, eval_board = WeightBoard.remote(), WeightBoard.remote()
+    board, eval_board, reports = WeightBoard.remote(), WeightBoard.remote(), GeneratorReports.remote()
     learners = LearnerGroup(cfg, model_path, shards, board, eval_board, place_by)
-    generators = [spawn_generator(cfg, i, model_path, shards, board) for i in range(c.generators)]
+    generators = [spawn_generator(cfg, i, model_path, shards, board, reports) for i in range(c.generators)]
     if cfg.sync.type == "nccl":  # rank 0 of the learners + every generator form one broadcast group
         try:
             join_weight_group(cfg, learners, generators)
@@ -368,7 +375,7 @@ def build(cfg: RunConfig, model_path: str, run_restarts: int = 0, place_by: floa
             raise
     evaluator = Evaluator.options(num_cpus=0).remote(cfg, model_path, eval_board)
     return Roles(cfg, ReplayClient(shards), board, eval_board, learners, [GeneratorSlot(g) for g in generators],
-                 evaluator, model_path, run_restarts=run_restarts)
+                 evaluator, model_path, run_restarts=run_restarts, reports=reports)
 
 
 def join_weight_group(cfg: RunConfig, learners: LearnerGroup, generators: list) -> None:

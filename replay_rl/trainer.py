@@ -129,14 +129,16 @@ def train(cfg: RunConfig, progress=None) -> dict:
 
 
 def run_roles(cfg: RunConfig, model_path: str, resume: Path | None, restarts: int, progress=None,
-              place_by: float | None = None) -> dict:
+              place_by: float | None = None, build_roles=build) -> dict:
     """One attempt: build the roles (from `resume`, a checkpoint, or from scratch), then the paper's loop.
-    place_by: a restart's deadline for placing the learners (run.node_wait_s after the death)."""
+    place_by: a restart's deadline for placing the learners (run.node_wait_s after the death). build_roles: makes
+    the roles, as roles.build does (benchmarks/control_plane.py passes one that builds stand-in actors, to time
+    this loop on its own)."""
     out = Path(cfg.run.output_dir)
     ledger = ledger_for(cfg)
     sink, roles = None, None
     try:
-        roles = build(cfg, model_path, run_restarts=restarts, place_by=place_by)
+        roles = build_roles(cfg, model_path, run_restarts=restarts, place_by=place_by)
         (out / "placement.json").write_text(json.dumps(roles.placement(), indent=1))
         start = roles.resume(resume, ledger) if resume else 0
         sink = MetricsSink(out, keep_through_step=start if resume else -1)  # a fresh run starts a fresh file

@@ -5,7 +5,6 @@ replay client and the weight subscriber."""
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass
 
 import numpy as np
 import ray
@@ -14,6 +13,7 @@ import torch
 from replay_rl.config import RunConfig
 from replay_rl.evaluation import encode_prompts
 from replay_rl.generation.backend import make_backend, sampling_params
+from replay_rl.generation.reports import GeneratorStats
 from replay_rl.models import load_tokenizer
 from replay_rl.replay.client import ReplayClient
 from replay_rl.replay.limits import call_number, route
@@ -24,19 +24,6 @@ from replay_rl.sync.factory import make_weight_sync
 from replay_rl.tasks import checked_reward, make_task
 
 
-@dataclass(frozen=True)
-class GeneratorStats:
-    generator_id: int
-    rollouts: int         # unique rollouts produced (this generator's share of K_inf)
-    tokens: int           # completion tokens generated
-    busy_s: float         # seconds inside backend.generate
-    wall_s: float         # seconds since the loop started
-    version: int          # weights version loaded now
-    weight_loads: int
-    weight_load_s: float  # seconds spent fetching + loading weights
-    calls: int            # calls made at this position, those before this actor included: a replacement starts here
-
-
 def calls_dealt(generator_id: int, all_calls: int, generators: int) -> int:
     """How many of the first `all_calls` calls fall to this generator: calls are dealt round-robin, call n to
     generator n mod W (wait_for_budget's numbering)."""
@@ -45,12 +32,13 @@ def calls_dealt(generator_id: int, all_calls: int, generators: int) -> int:
 
 class GeneratorImpl:
     def __init__(self, cfg: RunConfig, generator_id: int, model_path: str, shards: list, board,
-                 first_call: int = 0) -> None:
+                 first_call: int = 0, reports=None) -> None:
         """first_call: calls already made at this position (a replacement for a generator that died keeps its
-        turn in the pace instead of starting from 0 and overshooting it)."""
+        turn in the pace instead of starting from 0 and overshooting it). reports: a GeneratorReports to push
+        this generator's stats to after each call."""
         torch.set_num_threads(1)  # several roles share few cores; one thread each avoids oversubscription
         torch.manual_seed(cfg.run.seed * 7919 + generator_id)
-        self.cfg, self.id = cfg, generator_id
+        self.cfg, self.id, self.reports = cfg, generator_id, reports
         self.backend = make_backend(cfg.generation, cfg.model, model_path)
         self.tokenizer = load_tokenizer(model_path)
         self.task = make_task(cfg.task, cfg.task.split_seed)
@@ -74,12 +62,14 @@ class GeneratorImpl:
         """Form the broadcast group with learner rank 0 and the other generators (sync.type=nccl)."""
         self.weights.connect(host, port, rank, world_size)
 
-    def refresh_weights(self) -> int:
-        """Load the latest published weights if they are newer than ours; returns the version loaded."""
+    def refresh_weights(self, ask: bool = False) -> int:
+        """Load the latest published weights if they are newer than ours; returns the version loaded. The poll
+        reads the board's answer to a call left waiting there (no round trip); ask: ask the board now instead."""
         t0 = time.perf_counter()
-        if load_if_newer(self.weights, self.backend) is not None:
+        if load_if_newer(self.weights, self.backend, self.weights.latest() if ask else None) is not None:
             self._loads += 1
             self._load_s += time.perf_counter() - t0
+            self.report()  # the driver's generator_version_min follows loads, not only calls
         return self.backend.version
 
     def await_version(self, version: int) -> int:
@@ -146,11 +136,16 @@ class GeneratorImpl:
 
     def run(self) -> GeneratorStats:
         """Generate until stop(); the driver holds this call's ref and re-raises if it fails."""
-        self.refresh_weights()  # a replacement for a generator that died starts from the newest weights
+        self.refresh_weights(ask=True)  # a replacement for a generator that died starts from the newest weights
         while not self._stop:
+            self.report()
             self.generate_once()
         self.client.flush()
         return self.stats()
+
+    def report(self) -> None:
+        if self.reports is not None:
+            self.reports.put.remote(self.stats())  # not waited on: the driver reads whatever arrived
 
     def stop(self) -> None:
         self._stop = True

@@ -23,7 +23,7 @@ class LearnerGroup:
         """Placement and start within run.start_timeout_s. place_by: a restart after a death, perhaps of a node,
         whose placement may wait for a replacement node until this monotonic deadline (run.node_wait_s, counted from
         the death); the ranks then start within run.start_timeout_s."""
-        c = cfg.cluster
+        self.cfg, c = cfg, cfg.cluster
         bundle = ({"CPU": c.cpus_per_actor} | ({"GPU": c.gpus_per_learner} if c.gpus_per_learner else {})
                   | c.learner_resources)
         self.pg = placement_group([bundle] * c.learners, strategy="PACK")
@@ -62,8 +62,10 @@ class LearnerGroup:
         return {k: combine(k, [m[k] for m in per_rank]) for k in per_rank[0]}
 
     def publish(self, version: int, for_eval: bool = False, receivers: tuple = ()) -> dict[str, float]:
-        """receivers: refs of calls that take part in this publish (generators awaiting it), waited on with it."""
-        return ray.get([*[r.publish.remote(version, for_eval) for r in self.ranks], *receivers])[0]
+        """receivers: refs of calls that take part in this publish (generators awaiting it), waited on with it.
+        Rank 0 sends; the others take part only under ZeRO-3, whose buckets they help gather."""
+        ranks = self.ranks if self.cfg.learner.zero_stage == 3 else self.ranks[:1]
+        return ray.get([*[r.publish.remote(version, for_eval) for r in ranks], *receivers])[0]
 
     def full_state(self):
         return ray.get([r.full_state.remote() for r in self.ranks])

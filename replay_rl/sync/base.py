@@ -29,7 +29,12 @@ class WeightPublisher(Protocol):
 
 
 class WeightSubscriber(Protocol):
-    def latest(self) -> WeightHandle | None: ...
+    def latest(self) -> WeightHandle | None:
+        """The board's handle now (one round trip)."""
+
+    def newer(self, version: int) -> WeightHandle | None:
+        """The board's handle if newer than `version`, else None, without a round trip while nothing new came."""
+
     def fetch(self, handle: WeightHandle) -> Iterator[tuple[str, torch.Tensor]]: ...
 
 
@@ -56,10 +61,11 @@ def publish_state(publisher: WeightPublisher, state: dict[str, torch.Tensor], ve
     return publisher.publish(plan, ([state[n] for n in b.names] for b in plan), version)
 
 
-def load_if_newer(subscriber: WeightSubscriber, backend) -> WeightHandle | None:
-    """Load the latest published weights into a generation backend when they are newer than what it holds.
-    Returns the handle it loaded, or None when there was nothing new."""
-    handle = subscriber.latest()
+def load_if_newer(subscriber: WeightSubscriber, backend, handle: WeightHandle | None = None) -> WeightHandle | None:
+    """Load published weights into a generation backend when they are newer than what it holds: `handle`, or the
+    subscriber's newer one (a generator's poll, which costs no call while nothing new arrived). Returns the handle
+    it loaded, or None when there was nothing new."""
+    handle = handle if handle is not None else subscriber.newer(backend.version)
     if handle is None or handle.version <= backend.version:
         return None
     backend.load_weights(subscriber.fetch(handle), handle.version)

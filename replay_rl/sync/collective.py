@@ -18,6 +18,7 @@ import torch.distributed as dist
 
 from replay_rl.sync.base import WeightHandle, send_buckets
 from replay_rl.sync.buckets import Bucket, pack, plan_bytes, unpack
+from replay_rl.sync.object_store import BoardWatch
 
 
 class BroadcastGroup:
@@ -77,8 +78,15 @@ class CollectivePublisher(_GroupMember):
 
 
 class CollectiveSubscriber(_GroupMember):
+    def __init__(self, board, backend: str, timeout_s: float) -> None:
+        super().__init__(board, backend, timeout_s)
+        self.watch = BoardWatch(board)
+
     def latest(self) -> WeightHandle | None:
         return ray.get(self.board.latest.remote())
+
+    def newer(self, version: int) -> WeightHandle | None:
+        return self.watch.newer(version)
 
     def fetch(self, handle: WeightHandle) -> Iterator[tuple[str, torch.Tensor]]:
         """Receive every bucket of the plan (the caller must consume the whole iterator: it is a collective).

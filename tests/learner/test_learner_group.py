@@ -68,7 +68,7 @@ def test_after_sync_generator_greedy_output_equals_learner_model(system, warm_mo
     group.train_on([make_batch(8, start=500 + 10 * r, completion_len=5) for r in range(2)])  # weights move first
     info = group.publish(version=7)
     assert info["version"] == 7 and info["publish_bytes"] > 4 * 400_000 and info["publish_s"] > 0
-    assert ray.get(gen.refresh_weights.remote()) == 7
+    assert ray.get(gen.await_version.remote(7)) == 7  # a poll sees new weights once the board's answer is in
     learner_state = group.full_state()[0]
     reference = HFBackend(warm_model[0])
     reference.model.load_state_dict(learner_state)
@@ -92,7 +92,7 @@ def test_agreement_check_fires_when_the_generator_samples_other_weights(system, 
     cfg, shards, board, group, gen = system
     other = HFBackend(str(init_model))
     publish_state(ObjectStorePublisher(board), other.model.state_dict(), version=8)
-    assert ray.get(gen.refresh_weights.remote()) == 8
+    assert ray.get(gen.await_version.remote(8)) == 8  # a poll sees new weights once the board's answer is in
     ray.get([gen.generate_once.remote() for _ in range(2)])  # 128 rollouts fill both shards (capacity 64)
     m = group.step(consumer_version=8)                        # the learner is "at" version 8 but has its own weights
     assert m["age_mean"] == 0 and m["mismatch/abs_mean"] > 0.5

@@ -2,15 +2,16 @@
 with the version it was published at. Real Ray actors; the collective path runs on gloo here, NCCL on GPUs."""
 
 import socket
+import time
 
 import pytest
 import ray
 import torch
 
 from replay_rl.config import NcclSyncConfig, ObjectStoreSyncConfig
-from replay_rl.sync.base import publish_state
+from replay_rl.sync.base import WeightHandle, publish_state
 from replay_rl.sync.factory import make_weight_sync
-from replay_rl.sync.object_store import WeightBoard
+from replay_rl.sync.object_store import BoardWatch, WeightBoard
 
 pytestmark = pytest.mark.ray
 SUBSCRIBERS = 2
@@ -38,8 +39,8 @@ class Side:
         return h.version, h.nbytes, len(h.plan)
 
     def fetch_when(self, version):
-        while (h := self.sub.latest()) is None or h.version < version:
-            pass
+        while (h := self.sub.newer(version - 1)) is None:  # as a generator polls: no call while nothing new
+            time.sleep(0.001)
         return h.version, dict(self.sub.fetch(h))
 
 
@@ -67,3 +68,20 @@ def test_subscribers_receive_exactly_what_was_published(ray_cluster, transport):
             assert state.keys() == weights(version).keys()
             assert all(torch.equal(state[k].cpu(), weights(version)[k]) for k in state)
     assert ray.get(board.version.remote()) == 2
+
+
+def test_a_subscriber_watches_the_board_with_one_call_in_flight(ray_cluster):
+    board = WeightBoard.remote()
+    watch = BoardWatch(board)
+    assert watch.newer(-1) is None                    # nothing published yet
+    waiting = watch._ref
+    assert watch.newer(-1) is None and watch._ref is waiting  # polled again: the same call, none sent
+    ray.get(board.set.remote(WeightHandle(3, 0, [], [])))
+    deadline = time.monotonic() + 30
+    while (handle := watch.newer(-1)) is None and time.monotonic() < deadline:
+        time.sleep(0.01)
+    assert handle is not None and handle.version == 3
+    assert watch.newer(3) is None                     # not newer than what the caller holds
+    ray.get(board.release.remote())                   # between a release and the next set: nothing to load
+    ray.get(board.set.remote(WeightHandle(4, 0, [], [])))
+    assert ray.get(board.newer_than.remote(3)).version == 4
