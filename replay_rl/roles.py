@@ -236,7 +236,8 @@ class Roles:
         # second replacement or a resume, a burst that inflated K_inf)
         # (max: a report of the actor before may still arrive after its replacement started)
         calls = max(s.stats.calls, s.first_call) if s.stats else s.first_call
-        ray.get(self.reports.forget.remote(i))  # before the replacement's first report, so none of its is lost
+        ray.get(self.reports.forget.remote(i), timeout=PROBE_S)  # before the replacement reports: none is lost
+        self.reports_asked = None  # an answer asked before the forget would bring the old actor's numbers back
         s.actor = spawn_generator(self.cfg, i, self.model_path, self.replay.shards, self.board, self.reports, calls)
         s.run, s.stats, s.first_call = s.actor.run.remote(), None, calls
         s.restarts += 1
@@ -327,9 +328,11 @@ class Roles:
         # to a whole call. From the ledger's K_inf, read before the save, they made again what they inserted while
         # it was written (K_inf over the pace's budget by up to 59 after a node loss); from call 0, every rollout
         # the schedule had allowed (K_inf 192 against 96)
-        per_call = self.cfg.generation.rollouts_per_call
-        calls = -(-(inserts + state.get("rollouts_lost", 0)) // per_call)  # all generators' calls together
-        self.replay.resume_stream(calls * per_call, lost=calls * per_call - inserts)
+        per_call, made = self.cfg.generation.rollouts_per_call, inserts + state.get("rollouts_lost", 0)
+        # a call the snapshot caught in part: a buffer that keeps what it serves does without its missing rows; a
+        # consume-once queue would wait for them for ever, so that call is made again (K_inf: < one call over)
+        calls = made // per_call if self.cfg.consumes_once else -(-made // per_call)  # all generators' calls
+        self.replay.resume_stream(calls * per_call, lost=max(0, calls * per_call - inserts))
         for i, s in enumerate(self.slots):
             s.first_call = calls_dealt(i, calls, len(self.slots))
         ray.get([s.actor.start_at.remote(s.first_call) for s in self.slots])
@@ -369,8 +372,8 @@ def build(cfg: RunConfig, model_path: str, run_restarts: int = 0, place_by: floa
         try:
             join_weight_group(cfg, learners, generators)
         except BaseException:
-            for g in generators:
-                ray.kill(g)
+            for actor in [*generators, board, eval_board, reports, *shards]:
+                ray.kill(actor)
             learners.shutdown()
             raise
     evaluator = Evaluator.options(num_cpus=0).remote(cfg, model_path, eval_board)

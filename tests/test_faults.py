@@ -178,6 +178,8 @@ def test_resume_auto_continues_the_same_metrics_file(ray_cluster, warm_model, tm
     per_call = cfg.generation.prompts_per_call * cfg.generation.group_size * cfg.cluster.generators
     assert final["ledger/k_train"] == whole["ledger/k_train"]
     assert abs(final["ledger/k_inf"] - whole["ledger/k_inf"]) <= per_call
+    # and within the pace's budget: made again, the two calls took K_inf past it (the defect the edit above stands for)
+    assert final["ledger/k_inf"] < pace_for(cfg).budget(6) + cfg.generation.rollouts_per_call
     assert final["ledger/compute"] == pytest.approx(whole["ledger/compute"], abs=cfg.cluster.emulate.mu * per_call / 32)
 
 

@@ -35,7 +35,7 @@ class GeneratorImpl:
                  first_call: int = 0, reports=None) -> None:
         """first_call: calls already made at this position (a replacement for a generator that died keeps its
         turn in the pace instead of starting from 0 and overshooting it). reports: a GeneratorReports to push
-        this generator's stats to after each call."""
+        this generator's stats to, before each call and after each weight load."""
         torch.set_num_threads(1)  # several roles share few cores; one thread each avoids oversubscription
         torch.manual_seed(cfg.run.seed * 7919 + generator_id)
         self.cfg, self.id, self.reports = cfg, generator_id, reports

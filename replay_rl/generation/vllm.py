@@ -102,10 +102,12 @@ class VLLMBackend:
 
         # an engine core in its own process steps running requests between our calls: paused ("keep": requests
         # stay), none runs on a half-loaded model (seen: a decoding step on layers still on the meta device)
-        core = self._llm.llm_engine.engine_core
-        pause = getattr(core, "call_utility", None)
-        if pause:
-            pause("pause_scheduler", "keep", False)
+        pause = getattr(getattr(self._llm.llm_engine, "engine_core", None), "call_utility", None)
+        try:
+            if pause:
+                pause("pause_scheduler", "keep", False)
+        except Exception:  # noqa: BLE001 - a vLLM without the scheduler pause: its engine is not stepped meanwhile
+            pause = None
         try:
             self._llm.collective_rpc("begin_weight_stream")
             bucket, size = {}, 0

@@ -4,7 +4,8 @@ a time, between begin_weight_stream and end_weight_stream (VLLMBackend.load_weig
 On vLLM versions with in-place layerwise reload (the one `reload_weights` runs), the stream is that reload split
 over calls: begin wraps every layer's weight loaders, each bucket's tensors are buffered per layer and a layer is
 processed into kernel format as soon as all its weights arrived (the CPU build repacks them), and end processes
-the layers left (attention). Older versions load each bucket directly (`model.load_weights`).
+the layers left (attention). Versions with `reload_weights` but not the layerwise split get every bucket in one
+reload at the end; older ones load each bucket directly (`model.load_weights`).
 """
 
 from __future__ import annotations
@@ -21,19 +22,28 @@ def _layerwise():
 
 class WeightLoaderExtension:
     def begin_weight_stream(self) -> None:
+        self._staged = None
         if (layerwise := _layerwise()) is not None:
             layerwise.initialize_layerwise_reload(self.model_runner.get_model())
+        elif hasattr(self, "reload_weights"):  # reload without the layerwise split: one call at the end
+            self._staged = []
 
     def load_weight_bucket(self, data: bytes) -> int:
         """One bucket: safetensors bytes of some of the model's tensors, in checkpoint format."""
         from safetensors.torch import load
 
         state = load(data)
-        self.model_runner.get_model().load_weights(weights=iter(state.items()))
+        if self._staged is not None:
+            self._staged.extend(state.items())
+        else:
+            self.model_runner.get_model().load_weights(weights=iter(state.items()))
         return len(state)
 
     def end_weight_stream(self) -> None:
         if (layerwise := _layerwise()) is not None:
             layerwise.finalize_layerwise_reload(self.model_runner.get_model(), self.model_runner.model_config)
+        elif self._staged is not None:  # its post-processing (re-packing) must see every weight
+            self.reload_weights(weights_iterator=iter(self._staged))
+            self._staged = None
         for reset in ("reset_lora_state", "reset_encoder_cache", "reset_mm_cache"):  # as reload_weights does
             getattr(self.model_runner, reset, lambda: None)()

@@ -64,13 +64,15 @@ class BoardWatch:
         self.board, self._ref, self._asked = board, None, -1
 
     def newer(self, version: int) -> WeightHandle | None:
-        """The board's handle if it is newer than `version`, else None. Costs no call while nothing new arrived."""
+        """The board's newest handle if it is newer than `version`, else None. Costs no call while nothing new
+        arrived, and one round trip when something did: the waiting call's answer may be a version that a later
+        publish has replaced meanwhile (a generator inside a long call polls late), so it is asked again."""
         if self._ref is None or self._asked != version:
             self._ref, self._asked = self.board.newer_than.remote(version), version
         if not ray.wait([self._ref], timeout=0)[0]:
             return None
-        handle, self._ref = ray.get(self._ref), None
-        return handle
+        self._ref = None
+        return ray.get(self.board.newer_than.remote(version))  # answers at once: a newer version is there
 
 
 class ObjectStorePublisher:

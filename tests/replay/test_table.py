@@ -184,7 +184,7 @@ def test_a_resumed_shard_is_not_owed_the_part_of_a_call_its_snapshot_missed():
     for i, shard in enumerate(resumed):
         shard.record(inserts=int(dealt_to(i, 192, 3) - dealt_to(i, 128, 3)))
     assert all(s.can_sample(129, consumer_version=1) for s in resumed)
-    # without it, shard 2 stays 10 short of its deal for ever: by version 1 it holds 32 + 22 of the 56 owed
+    # without it, shard 2 stays 10 short of its deal of the stream: by version 1, 54 of the 56 owed
     short = PacedLimiter(pace, 2, 3)
     short.record(inserts=32 + int(dealt_to(2, 192, 3) - dealt_to(2, 128, 3)))
     assert short.owed(1) - short.inserts == 2 and not short.can_sample(129, consumer_version=1)
