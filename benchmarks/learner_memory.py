@@ -90,7 +90,7 @@ def fits(shape: str) -> str | None:
 
     kind, dims = SHAPES[shape]
     h, layers, vocab, inter = dims["hidden_size"], dims["num_hidden_layers"], dims["vocab_size"], dims["intermediate_size"]
-    params = vocab * h + layers * (4 * h * h + 3 * h * inter)  # upper bound: full-width K/V projections
+    params = vocab * h + layers * (4 * h * h + 3 * h * inter)  # about: attention as 4h², MLP as 3·h·inter
     need, free = 16 * params / 2**30, psutil.virtual_memory().available / 2**30
     return f"{shape} needs ≥ {need:.1f} GiB for its weights and optimizer state; {free:.1f} GiB free" \
         if need > 0.8 * free else None

@@ -21,19 +21,14 @@ import sys
 import time
 from pathlib import Path
 
+from weight_sync import rss_kib
+
 
 def tree():
     import psutil
 
     me = psutil.Process()
     return [me, *me.children(recursive=True)]
-
-
-def status_kib(pid: int, field: str) -> int:
-    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-        if line.startswith(field + ":"):
-            return int(line.split()[1])
-    return 0
 
 
 def one_load(model: str, bucket_mb: float) -> dict:
@@ -48,14 +43,14 @@ def one_load(model: str, bucket_mb: float) -> dict:
     bucket_bytes = int(bucket_mb * 2**20) if bucket_mb else 2**62
     backend = VLLMBackend(model, "float32", VLLMBackendConfig(enforce_eager=True), bucket_bytes)
     procs = tree()
-    before = {p.pid: status_kib(p.pid, "VmRSS") for p in procs}
+    before = {p.pid: rss_kib("VmRSS", p.pid) for p in procs}
     for p in procs:
         Path(f"/proc/{p.pid}/clear_refs").write_text("5")  # VmHWM := current RSS
     t0 = time.perf_counter()
     with torch.no_grad():
         backend.load_weights(state.items(), version=1)
     seconds = time.perf_counter() - t0
-    extra = {p.pid: status_kib(p.pid, "VmHWM") - before[p.pid] for p in procs}
+    extra = {p.pid: rss_kib("VmHWM", p.pid) - before[p.pid] for p in procs}
     return {"bucket_mb": bucket_mb or None, "model_gib": model_gib, "seconds": seconds,
             "extra_gib": sum(extra.values()) / 2**20, "processes": len(procs),
             "extra_by_process_gib": sorted((v / 2**20 for v in extra.values()), reverse=True)}

@@ -77,8 +77,9 @@ def param_shapes(size: str) -> list[tuple[str, tuple[int, ...]]]:
     return [(n, tuple(p.shape)) for n, p in model.named_parameters()]
 
 
-def rss_kib(field: str) -> int:
-    for line in Path("/proc/self/status").read_text().splitlines():
+def rss_kib(field: str, pid: int | str = "self") -> int:
+    """A memory field of /proc/PID/status (VmRSS, VmHWM), in KiB."""
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
         if line.startswith(field + ":"):
             return int(line.split()[1])
     return 0

@@ -313,8 +313,8 @@ class Roles:
         staging = staging_dir(out, step)
         self.learners.save(str(staging), tag=f"step_{step}")
         self.replay.snapshot(staging / "replay")  # each shard snapshots atomically under its own lock
-        (staging / STATE_FILE).write_text(json.dumps({"step": step, "ledger": ledger.state(),
-                                                              "rollouts_lost": self.replay.lost}))
+        state = {"step": step, "ledger": ledger.state(), "rollouts_lost": self.replay.lost}
+        (staging / STATE_FILE).write_text(json.dumps(state))
         return commit(staging, checkpoint_dir(out, step))
 
     def resume(self, path: str | Path, ledger: ComputeLedger) -> int:

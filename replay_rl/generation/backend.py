@@ -54,8 +54,8 @@ def sampling_params(cfg: GenerationConfig, n: int | None = None, greedy: bool = 
                           cfg.group_size if n is None else n)
 
 
-def make_backend(gen: GenerationConfig, model: ModelConfig, model_path: str, device: str = "cpu",
-                 bucket_mb: float = 256.0) -> GenerationBackend:
+def make_backend(gen: GenerationConfig, model: ModelConfig, model_path: str, device: str = "cpu", *,
+                 bucket_mb: float) -> GenerationBackend:
     """bucket_mb: sync.bucket_mb, the most weight bytes a backend that serialises weights handles at once."""
     match gen.backend.type:
         case "transformers":

@@ -39,5 +39,3 @@ class GeneratorReports:
 
     def all(self) -> dict[int, GeneratorStats]:
         return self._latest
-
-

@@ -43,7 +43,7 @@ def from_vllm_output(outputs, version: int) -> list[list[Completion]]:
 
 
 class VLLMBackend:
-    def __init__(self, model_path: str, dtype: str, cfg: VLLMBackendConfig, bucket_bytes: int = 256 * 2**20) -> None:
+    def __init__(self, model_path: str, dtype: str, cfg: VLLMBackendConfig, bucket_bytes: int) -> None:
         """bucket_bytes: the most weight bytes serialised at once when loading new weights (sync.bucket_mb)."""
         os.environ.setdefault("VLLM_CPU_KVCACHE_SPACE", str(cfg.cpu_kvcache_gib))
         from vllm import LLM

@@ -91,7 +91,8 @@ class ReplayClient:
 
     @property
     def lost(self) -> int:
-        """Rollouts generated but lost to shard restarts, as counted so far (stats)."""
+        """Rollouts generated that no shard holds: lost to shard restarts (as counted so far by stats), and after a
+        resume those of the stream before its resume point that the checkpoint's snapshot missed."""
         return self._lost
 
     def resume_stream(self, rollouts: int, lost: int) -> None:
