@@ -139,8 +139,20 @@ def start_learner_node(gcs: int, log: Path) -> subprocess.Popen:
     return start_node(log, f"--address=127.0.0.1:{gcs}", "--num-cpus=1", '--resources={"learner_node": 1}')
 
 
-def replace_node(cluster: Cluster, name: str) -> None:
+def offered(cluster: Cluster, resource: str) -> float:
+    """How much of a custom resource the live nodes offer, as `ray status` totals it (0 when it cannot tell)."""
+    r = ray_cli("status", f"--address=127.0.0.1:{cluster.gcs}")
+    found = re.search(rf"/([\d.]+) {resource}\b", r.stdout) if r is not None and r.returncode == 0 else None
+    return float(found.group(1)) if found else 0.0
+
+
+def replace_node(cluster: Cluster, name: str, learner_nodes: int = 2) -> None:
+    """Start a learner node and wait until the cluster offers `learner_nodes` of them: a run submitted before the
+    node registers is refused by preflight, rightly (the first CI run under load did so). While a lost node is not
+    yet declared dead it still counts, so the wait then returns at once and the run's own node wait takes over."""
     cluster.nodes.append(start_learner_node(cluster.gcs, cluster.logs / f"{name}.log"))
+    wait_for(lambda: offered(cluster, "learner_node") >= learner_nodes, cluster.nodes[-1:],
+             [cluster.logs / f"{name}.log"], f"{name} joining")
 
 
 @pytest.fixture(scope="module")
