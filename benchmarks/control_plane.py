@@ -5,7 +5,7 @@
 
 The loop is the real one: trainer.run_roles driving a roles.Roles (learner_step, publish, check_generators,
 replay_stats, update with generator_stats, the metrics sink, the evals), over the real replay shards and client.
-Only the actors around them are stand-ins, built here and handed to run_roles in place of roles.build: a generator
+Only the actors around them are stand-ins, built here and handed to run_roles in place of launch.build: a generator
 sleeps --gen-s per "backend call", checking the real weight board for new weights every --poll-s as a real one does
 while it decodes (the real subscriber), reports its stats to the real GeneratorReports, and inserts a fixed batch of
 rollouts (64 + 256 tokens) dealt over the shards as a real call is; a learner rank samples its shard as
@@ -47,7 +47,7 @@ from replay_rl.config import RunConfig
 from replay_rl.generation.reports import GeneratorReports, GeneratorStats
 from replay_rl.learner.group import LearnerGroup
 from replay_rl.local_ray import init_local
-from replay_rl.replay.client import ReplayClient, create_shards
+from replay_rl.replay.client import ReplayClient, ShardDraws, create_shards
 from replay_rl.replay.limits import route
 from replay_rl.roles import GeneratorSlot, Roles
 from replay_rl.sync.object_store import ObjectStorePublisher, ObjectStoreSubscriber, WeightBoard
@@ -113,19 +113,20 @@ class StandInRank:
     rank 0 publishes a version number."""
 
     def __init__(self, rank: int, shard, boards: tuple, batch_size: int, step_s: float) -> None:
-        self.rank, self.shard, self.boards, self.n, self.step_s = rank, shard, boards, batch_size, step_s
+        self.rank, self.draws, self.boards, self.step_s = rank, ShardDraws(shard, batch_size), boards, step_s
         self.busy_s = 0.0
 
     def address(self) -> tuple[str, int]:
         return "127.0.0.1", 0
 
-    def step(self, consumer_version: int) -> dict[str, float]:
-        t0 = time.perf_counter()
-        batch, info = ray.get(self.shard.sample.remote(self.n, consumer_version))
+    def step(self, consumer_version: int, draw_ahead: bool = False) -> dict[str, float]:
+        batch, info, wait = self.draws.take(consumer_version)
         t1 = time.perf_counter()
         time.sleep(self.step_s)
         self.busy_s += time.perf_counter() - t1  # the sleep as slept: a late wake-up is not the loop's cost
-        return {"sample_wait_s": t1 - t0, "age_mean": float(info.ages.mean()), "age_max": float(info.ages.max()),
+        if draw_ahead:
+            self.draws.ahead(consumer_version + 1)
+        return {"sample_wait_s": wait, "age_mean": float(info.ages.mean()), "age_max": float(info.ages.max()),
                 "reuse_mean": float(info.reuse.mean()), "reward_mean": float(batch.reward.mean()),
                 "rank_busy_s": self.busy_s}
 
@@ -167,7 +168,7 @@ def timed(method, totals: dict[str, float], name: str):
 
 def build_stand_ins(cfg: RunConfig, model_path: str, run_restarts: int = 0, place_by: float | None = None, *,
                     gen_s: float, poll_s: float, step_s: float, totals: dict[str, float]) -> Roles:
-    """roles.build's signature, with stand-in actors around the real shards; the Roles calls of the loop are timed
+    """launch.build's signature, with stand-in actors around the real shards; the Roles calls of the loop are timed
     into `totals` (seconds by name; an inner call counts in its caller's time too)."""
     shards = create_shards(cfg)
     board, eval_board, reports = WeightBoard.remote(), WeightBoard.remote(), GeneratorReports.remote()

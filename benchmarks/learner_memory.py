@@ -71,16 +71,40 @@ def one_setting(shape: str, rollouts: int, tokens: int, setting: str, chunk_toke
     t0 = time.perf_counter()
     parts = micro_batches(batch, budget)
     n_tokens = float(np.diff(batch.completion_offsets).sum())
+    saved = SavedBytes({p.untyped_storage().data_ptr() for p in model.parameters()})
     for rows in parts:
         inp = to_learner_inputs(batch.take(rows), 0, "cpu", n_tokens, float(len(batch)))
-        hidden = final_hidden_states(model, model.get_output_embeddings(), inp.input_ids, inp.attention_mask)
-        logp, _ = token_logprobs(hidden, model.get_output_embeddings(), inp.input_ids, chunk, mask=inp.loss_mask)
+        with torch.autograd.graph.saved_tensors_hooks(saved.pack, lambda t: t):
+            hidden = final_hidden_states(model, model.get_output_embeddings(), inp.input_ids, inp.attention_mask)
+            logp, _ = token_logprobs(hidden, model.get_output_embeddings(), inp.input_ids, chunk, mask=inp.loss_mask)
         loss, _ = grpo_loss(GrpoLossConfig(), logp, inp)
         loss.backward()
+        saved.micro_batch_done()
     seconds, peak = time.perf_counter() - t0, resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
     return {"setting": setting, "logprob_chunk_tokens": chunk, "activation_checkpointing": spec["recompute"],
             "micro_batch_tokens": budget, "micro_batches": len(parts), "peak_rss_gib": peak / 2**20,
-            "step_extra_gib": (peak - before) / 2**20, "seconds": seconds, "tokens_per_s": rollouts * tokens / seconds}
+            "step_extra_gib": (peak - before) / 2**20, "saved_for_backward_gib": saved.most / 2**30,
+            "seconds": seconds, "tokens_per_s": rollouts * tokens / seconds}
+
+
+class SavedBytes:
+    """What autograd keeps for the backward of the forward (the model's trunk and the log-prob head, not the
+    parameters): the bytes of the distinct storages saved, the most over micro-batches. The part of the peak that
+    only recomputing (activation checkpointing) or smaller micro-batches can lower. It leaves out the inputs that
+    checkpoints keep themselves: the chunked head's (hidden size × 4 bytes a token) and, under activation
+    checkpointing, each layer's (as much again a layer)."""
+
+    def __init__(self, parameters: set[int]) -> None:
+        self.parameters, self.storages, self.most = parameters, {}, 0
+
+    def pack(self, t):
+        storage = t.untyped_storage()
+        if storage.data_ptr() not in self.parameters:
+            self.storages[storage.data_ptr()] = storage.nbytes()
+        return t
+
+    def micro_batch_done(self) -> None:
+        self.most, self.storages = max(self.most, sum(self.storages.values())), {}
 
 
 def fits(shape: str) -> str | None:
@@ -98,12 +122,13 @@ def fits(shape: str) -> str | None:
 
 def markdown(report: dict) -> str:
     lines = [f"{report['model']}, {report['rollouts']} rollouts × {report['tokens_per_rollout']} tokens\n",
-             "| setting | lm_head chunk | activation ckpt | micro-batches | peak RSS (GiB) | step extra (GiB) | tokens/s |",
-             "|---|---|---|---|---|---|---|"]
+             "| setting | lm_head chunk | activation ckpt | micro-batches | peak RSS (GiB) | step extra (GiB) "
+             "| saved for backward (GiB) | tokens/s |", "|---|---|---|---|---|---|---|---|"]
     for r in report["rows"]:
         lines.append(f"| {r['setting']} | {r['logprob_chunk_tokens'] or 'none (full logits)'} | "
                      f"{'on' if r['activation_checkpointing'] else 'off'} | {r['micro_batches']} | "
-                     f"{r['peak_rss_gib']:.2f} | {r['step_extra_gib']:.2f} | {r['tokens_per_s']:.0f} |")
+                     f"{r['peak_rss_gib']:.2f} | {r['step_extra_gib']:.2f} | {r['saved_for_backward_gib']:.2f} | "
+                     f"{r['tokens_per_s']:.0f} |")
     return "\n".join(lines) + "\n"
 
 

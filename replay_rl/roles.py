@@ -1,6 +1,6 @@
-"""The run's roles on Ray and the driver's view of their health: build them, step the learners under a stall
-watchdog, recover a role that died or hung as far as its own recovery goes, name one past it, and stop everything
-promptly."""
+"""The run's roles on Ray and the driver's view of their health: step the learners under a stall watchdog,
+recover a role that died or hung as far as its own recovery goes, name one past it, and stop everything promptly.
+launch.py builds them."""
 
 from __future__ import annotations
 
@@ -16,15 +16,13 @@ from ray.exceptions import ActorDiedError, ActorUnavailableError, GetTimeoutErro
 from replay_rl.accounting import ComputeLedger
 from replay_rl.checkpoints import STATE_FILE, checkpoint_dir, commit, staging_dir
 from replay_rl.config import RunConfig
-from replay_rl.evaluator import Evaluator
 from replay_rl.generation.generator import Generator, calls_dealt
-from replay_rl.generation.reports import GeneratorReports, GeneratorStats
-from replay_rl.health import PROBE_S, Hung, first_error, hung_roles, node_of, one_line, probe_all
+from replay_rl.generation.reports import GeneratorStats
+from replay_rl.health import PROBE_S, Hung, NoAnswer, first_error, hung_roles, node_of, one_line, probe_all
 from replay_rl.learner.agreement import agreement_problem
-from replay_rl.learner.group import LearnerGroup, await_start
-from replay_rl.replay.client import ReplayClient, create_shards, shard_restarts
+from replay_rl.learner.group import LearnerGroup
+from replay_rl.replay.client import ReplayClient, shard_restarts
 from replay_rl.replay.table import TableStats
-from replay_rl.sync.object_store import WeightBoard
 
 
 class RunFailed(RuntimeError):
@@ -97,11 +95,11 @@ class Roles:
         for s in self.slots:
             s.run = s.actor.run.remote()
 
-    def learner_step(self, consumer_version: int) -> dict[str, float]:
+    def learner_step(self, consumer_version: int, draw_ahead: bool = False) -> dict[str, float]:
         """learners.step, watched: a generator that dies is replaced, a rank that dies ends the run with one line,
         and a step that stalls for run.stall_timeout_s recovers the roles that hung or ends the run naming the rule
-        that holds it, instead of every rank waiting out its timeouts."""
-        pending, started = self.learners.step_async(consumer_version), time.monotonic()
+        that holds it, instead of every rank waiting out its timeouts. draw_ahead: as LearnerRank.step."""
+        pending, started = self.learners.step_async(consumer_version, draw_ahead), time.monotonic()
         while True:
             ready, waiting = ray.wait(pending, num_returns=len(pending), timeout=1.0)
             if not waiting:
@@ -169,7 +167,8 @@ class Roles:
             gone = [i for i, a in enumerate(answers) if a == "dead"]
             if gone:
                 raise self.died(f"generator {gone[0]} died during the weight publish of version {version}") from None
-            raise self.dead_member() or RunFailed(f"weight publish of version {version} failed: {one_line(e)}") from None
+            failed = RunFailed(f"weight publish of version {version} failed: {one_line(e)}")
+            raise self.dead_member() or failed from None
 
     def recover_hung(self, consumer_version: int) -> None:
         """Kill and recover each role that does not answer once a step stalled, as its death would be recovered;
@@ -178,16 +177,20 @@ class Roles:
         if hung is None:
             raise RunFailed(line)
         r = self.cfg.run
-        cause = f"did not answer in {r.hung_probe_s:g}s after {r.stall_timeout_s:g}s without a learner step"
         try:
-            if hung.learners:
-                raise self.died(hung.learners)
-            for i in hung.shards:
-                self.recover_shard(i, cause)
-            for i in hung.generators:
-                self.recover_generator(i, cause)
+            self.recover(hung, f"did not answer in {r.hung_probe_s:g}s after {r.stall_timeout_s:g}s without a "
+                         "learner step")
         except RunFailed as e:
             raise RunFailed(f"{line}; {e}", e.death, e.where) from None
+
+    def recover(self, hung: Hung, cause: str, generator_cause: str | None = None) -> None:
+        """Recover the hung shards and generators as their deaths would be; hung learner ranks are a death."""
+        if hung.learners:
+            raise self.died(hung.learners)
+        for i in hung.shards:
+            self.recover_shard(i, cause)
+        for i in hung.generators:
+            self.recover_generator(i, generator_cause or cause)
 
     def recover_shard(self, i: int, cause: str) -> None:
         """Kill a hung shard: Ray restarts it in place, it restores its live snapshot and counts the restart
@@ -270,13 +273,17 @@ class Roles:
 
     def replay_stats(self) -> TableStats:
         """replay.stats(), bounded: a shard that gives no answer within run.stall_timeout_s is recovered as hung
-        (its restart answers the same call) instead of holding the driver for ever."""
+        (its restart answers the same call) instead of holding the driver for ever, and so is a generator that does
+        not answer a probe then: one hung beside it is found now, not one stall later."""
         refs = self.replay_asked or [s.stats.remote() for s in self.replay.shards]
         self.replay_asked, bound = None, self.cfg.run.stall_timeout_s
         ready = ray.wait(refs, num_returns=len(refs), timeout=bound)[0]
-        for i, ref in enumerate(refs):
-            if ref not in ready:
-                self.recover_shard(i, f"did not answer a stats call in {bound:g}s")
+        if silent := tuple(i for i, ref in enumerate(refs) if ref not in ready):
+            probe = self.cfg.run.hung_probe_s
+            gens = probe_all([s.actor.stats.remote() for s in self.slots], probe)
+            self.recover(Hung(silent, tuple(i for i, g in enumerate(gens) if isinstance(g, NoAnswer))),
+                         f"did not answer a stats call in {bound:g}s",
+                         f"did not answer in {probe:g}s beside a hung shard")
         return self.replay.stats(ray.get(refs))
 
     def start_eval(self, step: int, ledger_row: dict) -> list[tuple[int, dict]]:
@@ -359,37 +366,3 @@ def spawn_generator(cfg: RunConfig, i: int, model_path: str, shards: list, board
     return Generator.options(num_cpus=c.cpus_per_actor, num_gpus=c.gpus_per_generator,
                              resources=c.generator_resources or None).remote(
         cfg, i, model_path, shards, board, first_call, reports)
-
-
-def build(cfg: RunConfig, model_path: str, run_restarts: int = 0, place_by: float | None = None) -> Roles:
-    """Every role, anew. place_by: a restart's monotonic deadline for the learners' placement (run.node_wait_s)."""
-    c = cfg.cluster
-    shards = create_shards(cfg)
-    board, eval_board, reports = WeightBoard.remote(), WeightBoard.remote(), GeneratorReports.remote()
-    learners = LearnerGroup(cfg, model_path, shards, board, eval_board, place_by)
-    generators = [spawn_generator(cfg, i, model_path, shards, board, reports) for i in range(c.generators)]
-    if cfg.sync.type == "nccl":  # rank 0 of the learners + every generator form one broadcast group
-        try:
-            join_weight_group(cfg, learners, generators)
-        except BaseException:
-            for actor in [*generators, board, eval_board, reports, *shards]:
-                ray.kill(actor)
-            learners.shutdown()
-            raise
-    evaluator = Evaluator.options(num_cpus=0).remote(cfg, model_path, eval_board)
-    return Roles(cfg, ReplayClient(shards), board, eval_board, learners, [GeneratorSlot(g) for g in generators],
-                 evaluator, model_path, run_restarts=run_restarts, reports=reports)
-
-
-def join_weight_group(cfg: RunConfig, learners: LearnerGroup, generators: list) -> None:
-    """Rank 0 and every generator form the broadcast group, bounded by run.start_timeout_s: a member that never
-    comes (a generator whose model does not load) would leave the others in the rendezvous for NCCL's 30 min."""
-    world, bound_s = len(generators) + 1, cfg.run.start_timeout_s
-    deadline = time.monotonic() + bound_s
-    # a port of its own: the rendezvous' port is held by the learners' process group (EADDRINUSE, seen in CI)
-    address = learners.ranks[0].address.remote()
-    await_start({address: "learner rank 0's address"}, deadline, bound_s)
-    host, port = ray.get(address)
-    joins = {learners.ranks[0].join_weight_group.remote(host, port, world): "learner rank 0's weight broadcast group"}
-    joins |= {g.join_weight_group.remote(host, port, i + 1, world): f"generator {i}" for i, g in enumerate(generators)}
-    await_start(joins, deadline, bound_s)

@@ -23,13 +23,14 @@ from replay_rl.accounting import ComputeLedger
 from replay_rl.checkpoints import checkpoint_dir, is_checkpoint, latest_checkpoint, link_final_model, resolve_resume
 from replay_rl.config import RunConfig
 from replay_rl.health import one_line, settle_nodes, with_lost_nodes
+from replay_rl.launch import build
 from replay_rl.learner.group import LearnerStartTimeout
 from replay_rl.local_ray import init_local
 from replay_rl.metrics import MetricsSink, namespaced
 from replay_rl.orphan_guard import start_guard
 from replay_rl.preflight import check_fits, preflight
 from replay_rl.report import write_report
-from replay_rl.roles import RunFailed, build, resume_hint
+from replay_rl.roles import RunFailed, resume_hint
 from replay_rl.warmstart import ensure_model
 
 
@@ -132,7 +133,7 @@ def run_roles(cfg: RunConfig, model_path: str, resume: Path | None, restarts: in
               place_by: float | None = None, build_roles=build) -> dict:
     """One attempt: build the roles (from `resume`, a checkpoint, or from scratch), then the paper's loop.
     place_by: a restart's deadline for placing the learners (run.node_wait_s after the death). build_roles: makes
-    the roles, as roles.build does (benchmarks/control_plane.py passes one that builds stand-in actors, to time
+    the roles, as launch.build does (benchmarks/control_plane.py passes one that builds stand-in actors, to time
     this loop on its own)."""
     out = Path(cfg.run.output_dir)
     ledger = ledger_for(cfg)
@@ -156,7 +157,7 @@ def run_roles(cfg: RunConfig, model_path: str, resume: Path | None, restarts: in
         step = start
         replay = roles.replay_stats()
         for step in range(start + 1, cfg.run.steps + 1):
-            metrics = roles.learner_step(consumer_version=step - 1)           # sample → loss → optimizer step
+            metrics = roles.learner_step(step - 1, draw_ahead(cfg, step))     # sample → loss → optimizer step
             sync = roles.publish(version=step) if step % cfg.sync.every_steps == 0 else None
             roles.check_generators()
             replay = roles.replay_stats()
@@ -191,6 +192,15 @@ def run_roles(cfg: RunConfig, model_path: str, resume: Path | None, restarts: in
             roles.shutdown()
         if sink is not None:
             sink.close()
+
+
+def draw_ahead(cfg: RunConfig, step: int) -> bool:
+    """Whether the ranks ask for step+1's batch as step ends (learner.draw_ahead), to be served while the weights
+    publish: not when the run ends or checkpoints first, nor when it may stop on run.rollout_budget. The snapshot
+    would lack a drawn batch (a consume-once queue loses it on resume) or count the draw as a use (replay)."""
+    r = cfg.run
+    ends = step >= r.steps or (r.checkpoint_every and step % r.checkpoint_every == 0) or r.rollout_budget
+    return cfg.learner.draw_ahead and not ends
 
 
 def merge_disjoint(*parts: dict) -> dict:

@@ -74,8 +74,10 @@ def test_killed_or_paused_roles_are_recovered_in_place(ray_cluster, warm_model, 
 
     out = tmp_path / "faults"
     try:
-        final = train(run_cfg(path, out, "run.steps=14", "replay.snapshot_every_steps=2", "run.stall_timeout_s=20"),
-                      fault)
+        # a checkpoint at step 8: its ranks draw no batch ahead, so step 9 samples the paused shard and stalls
+        # (drawn ahead, step 9 would go on and the shard's stats call be the first to go unanswered)
+        final = train(run_cfg(path, out, "run.steps=14", "replay.snapshot_every_steps=2", "run.stall_timeout_s=20",
+                              "run.checkpoint_every=8"), fault)
     finally:  # a failed run leaves nothing stopped behind
         for pid in paused:
             with contextlib.suppress(ProcessLookupError):

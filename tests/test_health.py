@@ -40,5 +40,7 @@ def test_a_shard_says_whether_its_rank_took_its_batch_or_has_not_asked(tmp_path)
         await shard.insert(make_batch(8))
         await waiting
         assert shard.blocked_reason(4, 0) == SERVED and shard.blocked_reason(4, 1) == NOT_ASKED
+        await shard.sample(4, 1)  # its rank drew the next batch ahead: the one before was served all the same
+        assert shard.blocked_reason(4, 0) == SERVED == shard.blocked_reason(4, 1)
 
     asyncio.run(scenario())

@@ -1,43 +1,45 @@
-"""Tier 1: forming the sync.type=nccl broadcast group is bounded by run.start_timeout_s, with stand-in actors (a
-generator that never joins is named in one line instead of holding the others in the rendezvous for 30 min)."""
+"""Tier 1: the driver's per-step stats call finds hung roles, with stand-in actors (a paused shard and generator are
+stand-ins whose stats calls answer late; the recoveries themselves run in tests/test_faults.py)."""
 
 import time
-from types import SimpleNamespace
 
 import pytest
 import ray
 
 from replay_rl.config import RunConfig
-from replay_rl.learner.group import LearnerStartTimeout
-from replay_rl.roles import join_weight_group
+from replay_rl.replay.client import ReplayClient
+from replay_rl.replay.table import TableStats
+from replay_rl.roles import GeneratorSlot, Roles
 
 pytestmark = pytest.mark.ray
 
 
 @ray.remote(num_cpus=0)
-class Member:
-    def __init__(self, hangs: bool = False):
-        self.hangs = hangs
+class LateStats:
+    """A shard's or a generator's stats call, answered after `delay` seconds (paused, then let go)."""
 
-    def ready(self):
-        return True
+    def __init__(self, delay: float) -> None:
+        self.delay = delay
 
-    def address(self):
-        return "127.0.0.1", 1
-
-    def join_weight_group(self, *args):
-        if self.hangs:
-            time.sleep(60)  # a generator whose model never loads
+    def stats(self) -> TableStats:
+        time.sleep(self.delay)
+        return TableStats()
 
 
-def test_a_member_that_never_joins_the_weight_group_is_named_within_start_timeout(ray_cluster):
-    cfg = RunConfig.load(None, ["run.start_timeout_s=1"])
-    learners = SimpleNamespace(ranks=[Member.remote()])  # rank 0 gives the group's address, as a LearnerRank does
-    generators = [Member.remote(), Member.remote(hangs=True)]
-    ray.get([a.ready.remote() for a in [*learners.ranks, *generators]])  # started: only the join is timed
-    t0 = time.monotonic()
-    with pytest.raises(LearnerStartTimeout, match=r"^generator 1 did not start within 1s \(run.start_timeout_s\)"):
-        join_weight_group(cfg, learners, generators)
-    assert time.monotonic() - t0 < 30
-    for actor in [*learners.ranks, *generators]:
-        ray.kill(actor)
+def test_a_shard_silent_on_its_stats_call_is_recovered_with_the_generators_hung_beside_it(ray_cluster):
+    cfg = RunConfig.load(None, ["cluster.learners=2", "cluster.generators=3", "run.stall_timeout_s=1",
+                                "run.hung_probe_s=1"])
+    shards, generators = [LateStats.remote(0), LateStats.remote(4)], [LateStats.remote(d) for d in (0, 4, 0)]
+    ray.get([a.__ray_ready__.remote() for a in shards + generators])
+    roles = Roles(cfg, ReplayClient(shards), None, None, None, [GeneratorSlot(g) for g in generators], None, "")
+    recovered = []
+    roles.recover_shard = lambda i, cause: recovered.append(("replay shard", i, cause))
+    roles.recover_generator = lambda i, cause: recovered.append(("generator", i, cause))
+    roles.replay_stats()
+    assert recovered == [("replay shard", 1, "did not answer a stats call in 1s"),
+                         ("generator", 1, "did not answer in 1s beside a hung shard")]
+    recovered.clear()
+    shards[1], generators[1] = LateStats.remote(0), LateStats.remote(0)  # as restarted: every call answers
+    roles.replay.shards, roles.slots[1].actor = shards, generators[1]
+    roles.replay_stats()
+    assert recovered == []

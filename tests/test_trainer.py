@@ -16,7 +16,7 @@ from safetensors.torch import load_file
 from replay_rl.config import RunConfig
 from replay_rl.metrics import read_metrics
 from replay_rl.report import PLOTS
-from replay_rl.trainer import build, train
+from replay_rl.trainer import build, draw_ahead, train
 
 pytestmark = [pytest.mark.slow, pytest.mark.ray, pytest.mark.deepspeed]
 
@@ -25,6 +25,16 @@ def run_cfg(warm_path, out, *overrides):
     return RunConfig.load(None, [f"model.path={warm_path}", f"run.output_dir={out}", "run.eval_prompts=40",
                                  "run.eval_every=3", "replay.sample_timeout_s=120", "learner.batch_size=32",
                                  "replay.capacity=64", *overrides])
+
+
+def test_the_next_batch_is_drawn_ahead_except_before_a_checkpoint_or_the_end():
+    cfg = RunConfig.load(None, ["run.steps=10", "run.checkpoint_every=4"])
+    assert [s for s in range(1, 11) if not draw_ahead(cfg, s)] == [4, 8, 10]
+    cfg = RunConfig.load(None, ["run.steps=3", "run.checkpoint_every=null"])
+    assert [draw_ahead(cfg, s) for s in (1, 2, 3)] == [True, True, False]
+    for off in ("learner.draw_ahead=false", "run.rollout_budget=1000"):  # a budget's stop no step can foresee
+        cfg = RunConfig.load(None, ["run.steps=3", off])
+        assert not any(draw_ahead(cfg, s) for s in (1, 2, 3))
 
 
 def test_cli_train_replay_mode_writes_metrics(warm_model, tmp_path):

@@ -66,6 +66,11 @@ class LearnerConfig(_Section):
     the real ones. A rank's batch is split into micro-batches under this budget, accumulated into one optimizer step
     with the full batch's loss normalisation. Lower bounds activation memory and costs more passes. None: the
     whole rank batch in one pass."""
+    draw_ahead: bool = True
+    """Ask the shard for the next step's batch as a step ends, so that it is served while the weights publish, off
+    the step's critical path (the ranks' sample wait at W=16, T=4: 20-24 → 11-12 ms a step, control_plane.py). The
+    batch then lacks what arrives during the publish. Not before a checkpoint or the run's end, nor with
+    run.rollout_budget (a stop no step foresees): a drawn batch would be missing from the buffer's snapshot."""
     pack_sequences: bool = False
     """Run each micro-batch's rollouts as one row without padding: positions restart at each rollout and attention
     stays within it (learner/logprobs.py final_hidden_states); log π, entropy and gradients equal the padded ones.

@@ -49,12 +49,12 @@ class LearnerGroup:
             self.shutdown()  # nothing is left holding its CPUs or GPUs, or waiting in the rendezvous
             raise
 
-    def step(self, consumer_version: int) -> dict[str, float]:
+    def step(self, consumer_version: int, draw_ahead: bool = False) -> dict[str, float]:
         """One optimizer step of the whole group; metrics averaged over ranks (max for *_max)."""
-        return self.gather_step(self.step_async(consumer_version))
+        return self.gather_step(self.step_async(consumer_version, draw_ahead))
 
-    def step_async(self, consumer_version: int) -> list:
-        return [r.step.remote(consumer_version) for r in self.ranks]
+    def step_async(self, consumer_version: int, draw_ahead: bool = False) -> list:
+        return [r.step.remote(consumer_version, draw_ahead) for r in self.ranks]
 
     @staticmethod
     def gather_step(refs: list) -> dict[str, float]:

@@ -15,6 +15,7 @@ import ray
 
 from replay_rl.config import RunConfig
 from replay_rl.learner.engine import LearnerEngine
+from replay_rl.replay.client import ShardDraws
 from replay_rl.sync.factory import make_weight_sync
 from replay_rl.sync.object_store import ObjectStorePublisher
 
@@ -22,7 +23,7 @@ from replay_rl.sync.object_store import ObjectStorePublisher
 class LearnerRankImpl(LearnerEngine):
     def __init__(self, cfg: RunConfig, rank: int, model_path: str, shard, board, eval_board) -> None:
         super().__init__(cfg, rank, model_path)
-        self.shard = shard
+        self.draws = ShardDraws(shard, cfg.rank_batch_size)
         self.publisher = make_weight_sync(cfg.sync, "publisher", board)
         self.eval_publisher = ObjectStorePublisher(eval_board)  # the evaluator always reads the object store
 
@@ -32,12 +33,14 @@ class LearnerRankImpl(LearnerEngine):
             s.bind(("", 0))
             return ray.util.get_node_ip_address(), s.getsockname()[1]
 
-    def step(self, consumer_version: int) -> dict[str, float]:
-        """Sample this rank's sub-batch from its own shard and take one optimizer step (all ranks together)."""
-        t0 = time.perf_counter()
-        batch, info = ray.get(self.shard.sample.remote(self.cfg.rank_batch_size, consumer_version))
-        wait = time.perf_counter() - t0
+    def step(self, consumer_version: int, draw_ahead: bool = False) -> dict[str, float]:
+        """Sample this rank's sub-batch from its own shard (or take the one drawn ahead) and take one optimizer step
+        (all ranks together). draw_ahead: ask for the next step's batch as this one ends, so the shard serves it
+        while the weights publish."""
+        batch, info, wait = self.draws.take(consumer_version)
         metrics = self.train_on(batch, fresh=info.ages == 0)
+        if draw_ahead:
+            self.draws.ahead(consumer_version + 1)
         return metrics | {"sample_wait_s": wait, "age_mean": float(info.ages.mean()), "age_max": float(info.ages.max()),
                           "reuse_mean": float(info.reuse.mean()), "reward_mean": float(batch.reward.mean()),
                           "completion_len": float(np.diff(batch.completion_offsets).mean())}

@@ -1,8 +1,10 @@
 """ReplayClient: what generators use to insert and learners use to sample. Routes each rollout to exactly one
-shard, as the caller deals it or round-robin; inserts are non-blocking with a bounded in-flight window."""
+shard, as the caller deals it or round-robin; inserts are non-blocking with a bounded in-flight window. ShardDraws:
+a learner rank's batches from its own shard, the next one asked for ahead of its step."""
 
 from __future__ import annotations
 
+import time
 from pathlib import Path
 
 import numpy as np
@@ -101,3 +103,25 @@ class ReplayClient:
         in K_inf without being made again."""
         self._lost = lost
         ray.get([s.resume_stream.remote(rollouts) for s in self.shards])
+
+
+class ShardDraws:
+    """A learner rank's batches from its own shard. `take` waits for the step's batch; `ahead` asks for the next
+    step's batch at once, so that the shard serves it while the weights publish, off the step's critical path."""
+
+    def __init__(self, shard, batch_size: int) -> None:
+        self.shard, self.n = shard, batch_size
+        self.pending: tuple[int, object] | None = None  # (consumer version, its sample call in flight)
+
+    def take(self, consumer_version: int) -> tuple[RolloutBatch, SampleInfo, float]:
+        """The batch for `consumer_version` (the one asked ahead, or asked now), its sample info and the seconds
+        this call waited for it."""
+        t0 = time.perf_counter()
+        pending, self.pending = self.pending, None
+        if pending and pending[0] != consumer_version:  # its draw would be lost (consume-once) or a use counted
+            raise RuntimeError(f"asked ahead for consumer version {pending[0]}, taken for {consumer_version}")
+        batch, info = ray.get(pending[1] if pending else self.shard.sample.remote(self.n, consumer_version))
+        return batch, info, time.perf_counter() - t0
+
+    def ahead(self, consumer_version: int) -> None:
+        self.pending = (consumer_version, self.shard.sample.remote(self.n, consumer_version))

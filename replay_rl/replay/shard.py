@@ -102,7 +102,7 @@ class ReplayShardImpl:
     def blocked_reason(self, n: int, consumer_version: int) -> str:
         """Why a sample of n for consumer_version would wait now ("ready" if not), or whether this shard's rank
         already took that batch or has not asked for it yet: the stall watchdog's probe."""
-        if self.served == consumer_version:
+        if self.served >= consumer_version:  # its rank took this batch (and, drawing ahead, perhaps the next)
             return SERVED
         if self.asked != consumer_version:
             return NOT_ASKED

@@ -13,7 +13,7 @@ from replay_rl.sync.object_store import ObjectStorePublisher, ObjectStoreSubscri
 def make_weight_sync(cfg: SyncConfig, role: Literal["publisher", "subscriber"], board
                      ) -> WeightPublisher | WeightSubscriber:
     """The learner's rank 0 is the publisher, generators subscribe. sync.type=nccl needs connect() on every member
-    once the group's address is known (roles.build does it)."""
+    once the group's address is known (launch.build does it)."""
     if cfg.type == "nccl":
         kind = CollectivePublisher if role == "publisher" else CollectiveSubscriber
         return kind(board, cfg.backend, cfg.timeout_s)

@@ -7,7 +7,7 @@ import pytest
 import ray as ray_mod
 
 from replay_rl.config import RunConfig
-from replay_rl.replay.client import ReplayClient, create_shards
+from replay_rl.replay.client import ReplayClient, ShardDraws, create_shards
 from replay_rl.replay.shard import ReplayTimeout
 from tests.replay.helpers import make_batch
 
@@ -74,6 +74,24 @@ def test_lifo_once_always_removes(ray_cluster):
     client.flush()
     keys = [k for _ in range(2) for k in client.sample(0, 4, 0)[1].keys.tolist()]
     assert len(set(keys)) == 8 and client.shard_stats()[0].size == 2
+
+
+def test_a_batch_asked_ahead_is_drawn_then_and_taken_by_its_step(ray_cluster):
+    # a consume-once queue serves the newest rollouts, so when a batch was drawn shows in which rollouts it holds
+    shards = create_shards(cfg_with("replay.type=lifo_once", "replay.capacity=300"))
+    client, draws = ReplayClient(shards), ShardDraws(shards[0], 4)
+    client.insert(make_batch(30, start=0))
+    client.flush()
+    draws.ahead(1)
+    deadline = time.monotonic() + 20
+    while client.shard_stats()[0].size != 6 and time.monotonic() < deadline:  # served while "the weights publish"
+        time.sleep(0.05)
+    client.insert(make_batch(30, start=1000))  # newer rollouts arrive before the step takes its batch
+    client.flush()
+    ahead, info, _ = draws.take(1)
+    assert (ahead.reward < 1000).all() and client.shard_stats()[0].size == 16  # the early draw, and no other
+    fresh, _, _ = draws.take(2)  # nothing asked ahead: drawn now, from the newest
+    assert (fresh.reward >= 1000).all() and client.shard_stats()[0].size == 12
 
 
 def test_staleness_and_reuse_caps_hold_under_concurrency(ray_cluster):

@@ -1,0 +1,50 @@
+"""Building every role anew: the replay shards, the weight boards, the learner group, the generators (in one
+broadcast group under sync.type=nccl), the generators' reports and the evaluator."""
+
+from __future__ import annotations
+
+import time
+
+import ray
+
+from replay_rl.config import RunConfig
+from replay_rl.evaluator import Evaluator
+from replay_rl.generation.reports import GeneratorReports
+from replay_rl.learner.group import LearnerGroup, await_start
+from replay_rl.replay.client import ReplayClient, create_shards
+from replay_rl.roles import GeneratorSlot, Roles, spawn_generator
+from replay_rl.sync.object_store import WeightBoard
+
+
+def build(cfg: RunConfig, model_path: str, run_restarts: int = 0, place_by: float | None = None) -> Roles:
+    """Every role, anew. place_by: a restart's monotonic deadline for the learners' placement (run.node_wait_s)."""
+    c = cfg.cluster
+    shards = create_shards(cfg)
+    board, eval_board, reports = WeightBoard.remote(), WeightBoard.remote(), GeneratorReports.remote()
+    learners = LearnerGroup(cfg, model_path, shards, board, eval_board, place_by)
+    generators = [spawn_generator(cfg, i, model_path, shards, board, reports) for i in range(c.generators)]
+    if cfg.sync.type == "nccl":  # rank 0 of the learners + every generator form one broadcast group
+        try:
+            join_weight_group(cfg, learners, generators)
+        except BaseException:
+            for actor in [*generators, board, eval_board, reports, *shards]:
+                ray.kill(actor)
+            learners.shutdown()
+            raise
+    evaluator = Evaluator.options(num_cpus=0).remote(cfg, model_path, eval_board)
+    return Roles(cfg, ReplayClient(shards), board, eval_board, learners, [GeneratorSlot(g) for g in generators],
+                 evaluator, model_path, run_restarts=run_restarts, reports=reports)
+
+
+def join_weight_group(cfg: RunConfig, learners: LearnerGroup, generators: list) -> None:
+    """Rank 0 and every generator form the broadcast group, bounded by run.start_timeout_s: a member that never
+    comes (a generator whose model does not load) would leave the others in the rendezvous for NCCL's 30 min."""
+    world, bound_s = len(generators) + 1, cfg.run.start_timeout_s
+    deadline = time.monotonic() + bound_s
+    # a port of its own: the rendezvous' port is held by the learners' process group (EADDRINUSE, seen in CI)
+    address = learners.ranks[0].address.remote()
+    await_start({address: "learner rank 0's address"}, deadline, bound_s)
+    host, port = ray.get(address)
+    joins = {learners.ranks[0].join_weight_group.remote(host, port, world): "learner rank 0's weight broadcast group"}
+    joins |= {g.join_weight_group.remote(host, port, i + 1, world): f"generator {i}" for i, g in enumerate(generators)}
+    await_start(joins, deadline, bound_s)
