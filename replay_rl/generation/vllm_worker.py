@@ -29,10 +29,11 @@ class WeightLoaderExtension:
             self._staged = []
 
     def load_weight_bucket(self, data: bytes) -> int:
-        """One bucket: safetensors bytes of some of the model's tensors, in checkpoint format."""
-        from safetensors.torch import load
+        """One bucket: safetensors bytes of some of the model's tensors, in checkpoint format, read as views of
+        `data` (the loaders copy them into the model; a layer waiting for its other weights keeps its bucket)."""
+        from replay_rl.generation.weight_bytes import from_safetensors
 
-        state = load(data)
+        state = from_safetensors(data)
         if self._staged is not None:
             self._staged.extend(state.items())
         else:
