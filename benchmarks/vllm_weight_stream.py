@@ -8,8 +8,8 @@ HF folder (default: SmolLM2-135M-Instruct, converted offline by replay_rl.pretra
 in a fresh process: start the engine (VLLMBackend, fp32, eager), then time one load_weights of the model's own
 weights (as the generator loads a publish) and take the peak RSS it added: VmHWM after minus RSS before, with
 VmHWM reset through /proc/PID/clear_refs, summed over this process and its children (vLLM's engine core and
-workers). --bucket-mb 0 sends the whole model as one bucket: the one safetensors blob per publish the backend sent
-before it streamed. Prints JSON, writes results.json and table.md.
+workers). --bucket-mb 0 sends the whole model as one bucket, as the backend sent it before it streamed (then as a
+safetensors blob of copies). Prints JSON, writes results.json and table.md.
 """
 
 from __future__ import annotations
@@ -89,12 +89,12 @@ def main() -> None:
               f"processes ({', '.join(f'{g:.2f}' for g in r['extra_by_process_gib'])}), {r['seconds']:.2f} s "
               f"(model {r['model_gib']:.3f} GiB)", file=sys.stderr, flush=True)
     out.mkdir(parents=True, exist_ok=True)
-    report = {"benchmark": "vllm_weight_stream", "model": args.model, "rows": rows}
+    report = {"benchmark": "vllm_weight_stream", "model": Path(args.model).name, "rows": rows}
     (out / "results.json").write_text(json.dumps(report, indent=1))
     lines = ["| sync.bucket_mb | model (GiB) | extra peak RSS (GiB) | in buckets | load (s) |", "|---|---|---|---|---|"]
     for r in rows:
         mb = r["bucket_mb"]
-        lines.append(f"| {mb or 'whole model (before)'} | {r['model_gib']:.3f} | {r['extra_gib']:.3f} | "
+        lines.append(f"| {mb or 'whole model (one bucket)'} | {r['model_gib']:.3f} | {r['extra_gib']:.3f} | "
                      f"{r['extra_gib'] * 1024 / mb if mb else float('nan'):.1f} | {r['seconds']:.2f} |")
     (out / "table.md").write_text("\n".join(lines) + "\n")
     print(json.dumps(report, indent=1))

@@ -116,7 +116,8 @@ class VLLMBackend:
                 if bucket and size + t.nbytes > self.bucket_bytes:
                     send(bucket)
                     size = 0
-                bucket.append((name, t))  # copied once, into the bucket's bytes
+                # copied once, into the bucket's bytes; a received GPU buffer is freed at once, as it was before
+                bucket.append((name, t if t.device.type == "cpu" else t.to("cpu")))
                 size += t.nbytes
             if bucket:
                 send(bucket)

@@ -12,13 +12,18 @@ import torch
 
 DTYPES = {torch.float32: "F32", torch.float16: "F16", torch.bfloat16: "BF16", torch.float64: "F64",
           torch.int64: "I64", torch.int32: "I32", torch.int16: "I16", torch.int8: "I8", torch.uint8: "U8",
-          torch.bool: "BOOL"}
+          torch.bool: "BOOL", torch.uint16: "U16", torch.uint32: "U32", torch.uint64: "U64",
+          torch.float8_e4m3fn: "F8_E4M3", torch.float8_e5m2: "F8_E5M2"}
 FROM_NAME = {name: dtype for dtype, name in DTYPES.items()}
 
 
 def to_safetensors(tensors: list[tuple[str, torch.Tensor]]) -> bytearray:
     """The tensors in safetensors format, each copied once into the returned buffer (shared storage, as tied
-    embeddings have, and views are fine)."""
+    embeddings have, and views are fine). Widest dtype first, as safetensors writes them, so that every tensor
+    starts at a multiple of its element size and its view is aligned."""
+    tensors = sorted(tensors, key=lambda named: -named[1].element_size())
+    if len({name for name, _ in tensors}) < len(tensors):
+        raise ValueError(f"a weight bucket names a tensor twice: {[name for name, _ in tensors]}")
     header, offset = {}, 0
     for name, t in tensors:
         size = t.numel() * t.element_size()
@@ -33,7 +38,7 @@ def to_safetensors(tensors: list[tuple[str, torch.Tensor]]) -> bytearray:
         body = torch.frombuffer(buf, dtype=torch.uint8, offset=start)
         for name, t in tensors:
             begin, end = header[name]["data_offsets"]
-            body[begin:end].copy_(t.detach().to("cpu").contiguous().reshape(-1).view(torch.uint8))
+            body[begin:end].copy_(t.detach().contiguous().reshape(-1).view(torch.uint8))  # from any device
     return buf
 
 

@@ -25,10 +25,14 @@ def test_the_buffer_is_safetensors_and_reads_back_as_views_of_itself():
             assert got.dtype == t.dtype and got.shape == t.shape and torch.equal(got, t), name
     first = ours["embed.weight"].data_ptr()
     assert ours["lm_head.weight"].data_ptr() - first == 7 * 3 * 4  # no copy: views into the one buffer
+    # widest first: the bf16 and bool tensors after every 4- and 8-byte one, so each view is aligned
+    assert all(t.data_ptr() % t.element_size() == 0 for t in ours.values())
     q = tensors[2][1].contiguous()
     assert from_safetensors(save({"q.weight": q, "step": tensors[4][1]}))["q.weight"].equal(q)  # safetensors' own
 
 
-def test_an_unknown_dtype_is_named():
+def test_an_unknown_dtype_or_a_name_given_twice_is_named():
     with pytest.raises(KeyError, match="complex64"):
         to_safetensors([("z", torch.zeros(2, dtype=torch.complex64))])
+    with pytest.raises(ValueError, match="names a tensor twice"):
+        to_safetensors([("w", torch.zeros(2)), ("w", torch.ones(2))])
