@@ -185,22 +185,6 @@ def test_resume_auto_continues_the_same_metrics_file(ray_cluster, warm_model, tm
     assert final["ledger/compute"] == pytest.approx(whole["ledger/compute"], abs=cfg.cluster.emulate.mu * per_call / 32)
 
 
-def test_the_consume_once_baseline_resumes_without_a_stall_or_a_burst(ray_cluster, warm_model, tmp_path):
-    """A lifo_once queue resumed from its step-2 checkpoint: the call its snapshot caught in part is made again
-    (Roles.resume rounds down), since a shard short of a credited share would wait for it for ever; K_inf stays
-    within the pace's budget but for that call, and each rollout is trained on once."""
-    path, _ = warm_model
-    out, args = tmp_path / "lifo", ("replay.type=lifo_once", "replay.capacity=256", "run.checkpoint_every=2")
-    train(run_cfg(path, out, "run.steps=2", *args))
-    final = train(run_cfg(path, out, "run.steps=4", "run.resume_from=auto", *args))
-    rows = read_metrics(out / "metrics.jsonl", "train")
-    assert [r["step"] for r in rows] == [1, 2, 3, 4] and all(r["batch/reuse_mean"] == 1.0 for r in rows)
-    assert final["ledger/k_train"] == 4 * 32
-    cfg = run_cfg(path, out, *args)
-    assert final["ledger/k_inf"] < pace_for(cfg).budget(4) + 2 * cfg.generation.rollouts_per_call
-
-
-
 @pytest.mark.parametrize("role, extra", [("LearnerRank", ()),
                                          ("GeneratorImpl", ("sync.type=nccl", "sync.backend=gloo"))],
                          ids=["learner-rank", "generator-in-broadcast-group"])

@@ -27,19 +27,20 @@ class LateStats:
 
 
 def test_a_shard_silent_on_its_stats_call_is_recovered_with_the_generators_hung_beside_it(ray_cluster):
-    cfg = RunConfig.load(None, ["cluster.learners=2", "cluster.generators=3", "run.stall_timeout_s=1",
-                                "run.hung_probe_s=1"])
-    shards, generators = [LateStats.remote(0), LateStats.remote(4)], [LateStats.remote(d) for d in (0, 4, 0)]
-    ray.get([a.__ray_ready__.remote() for a in shards + generators])
+    cfg = RunConfig.load(None, ["cluster.learners=2", "cluster.generators=3", "run.stall_timeout_s=2",
+                                "run.hung_probe_s=2"])
+    shards, generators = [LateStats.remote(0), LateStats.remote(8)], [LateStats.remote(d) for d in (0, 8, 0)]
+    ray.get([a.__ray_ready__.remote() for a in shards + generators])  # started: only a late answer counts
     roles = Roles(cfg, ReplayClient(shards), None, None, None, [GeneratorSlot(g) for g in generators], None, "")
     recovered = []
     roles.recover_shard = lambda i, cause: recovered.append(("replay shard", i, cause))
     roles.recover_generator = lambda i, cause: recovered.append(("generator", i, cause))
     roles.replay_stats()
-    assert recovered == [("replay shard", 1, "did not answer a stats call in 1s"),
-                         ("generator", 1, "did not answer in 1s beside a hung shard")]
+    assert recovered == [("replay shard", 1, "did not answer a stats call in 2s"),
+                         ("generator", 1, "did not answer in 2s beside a hung shard")]
     recovered.clear()
     shards[1], generators[1] = LateStats.remote(0), LateStats.remote(0)  # as restarted: every call answers
+    ray.get([shards[1].__ray_ready__.remote(), generators[1].__ray_ready__.remote()])
     roles.replay.shards, roles.slots[1].actor = shards, generators[1]
     roles.replay_stats()
     assert recovered == []

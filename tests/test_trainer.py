@@ -15,6 +15,7 @@ from safetensors.torch import load_file
 
 from replay_rl.config import RunConfig
 from replay_rl.metrics import read_metrics
+from replay_rl.replay.shard import pace_for
 from replay_rl.report import PLOTS
 from replay_rl.trainer import build, draw_ahead, train
 
@@ -164,12 +165,19 @@ def test_cli_rejects_bad_config_in_one_line(tmp_path):
         "config error: replay.capcity: unknown key; check the spelling with `replay-rl config`"
 
 
-def test_on_policy_mode_uses_each_rollout_once(ray_cluster, warm_model, tmp_path):
+def test_on_policy_mode_uses_each_rollout_once_also_across_a_resume(ray_cluster, warm_model, tmp_path):
+    """The consume-once baseline, resumed from its step-2 checkpoint: the call its snapshot caught in part is made
+    again (Roles.resume rounds down), since a shard short of a credited share would wait for it for ever; K_inf
+    stays within the pace's budget but for that call, and each rollout is trained on once."""
     path, _ = warm_model
-    final = train(run_cfg(path, tmp_path / "op", "replay.type=lifo_once", "replay.capacity=256", "run.steps=4"))
-    assert final["step"] == 4 and final["buffer/evicted_consumed"] == 4 * 32
-    rows = read_metrics(tmp_path / "op" / "metrics.jsonl", "train")
-    assert all(r["batch/reuse_mean"] == 1.0 for r in rows)
+    out, args = tmp_path / "op", ("replay.type=lifo_once", "replay.capacity=256", "run.checkpoint_every=2")
+    train(run_cfg(path, out, "run.steps=2", *args))
+    final = train(run_cfg(path, out, "run.steps=4", "run.resume_from=auto", *args))
+    assert final["step"] == 4 and final["buffer/evicted_consumed"] == 4 * 32 and final["ledger/k_train"] == 4 * 32
+    rows = read_metrics(out / "metrics.jsonl", "train")
+    assert [r["step"] for r in rows] == [1, 2, 3, 4] and all(r["batch/reuse_mean"] == 1.0 for r in rows)
+    cfg = run_cfg(path, out, *args)
+    assert final["ledger/k_inf"] < pace_for(cfg).budget(4) + 2 * cfg.generation.rollouts_per_call
 
 
 def test_the_papers_split_with_n_equal_to_b_runs_past_the_old_stall(ray_cluster, warm_model, tmp_path):
