@@ -168,7 +168,7 @@ def run_roles(cfg: RunConfig, model_path: str, resume: Path | None, restarts: in
             log_evals(roles.finished_evals())                                 # evals run beside training
             if step % cfg.run.eval_every == 0 or step == cfg.run.steps:
                 log_evals(roles.start_eval(step, namespaced("ledger", ledger.summary())))
-            if cfg.run.checkpoint_every and step % cfg.run.checkpoint_every == 0:
+            if checkpoint_due(cfg, step):
                 roles.checkpoint(out, step, ledger)
             if progress:
                 progress(step, record)
@@ -198,9 +198,13 @@ def draw_ahead(cfg: RunConfig, step: int) -> bool:
     """Whether the ranks ask for step+1's batch as step ends (learner.draw_ahead), to be served while the weights
     publish: not when the run ends or checkpoints first, nor when it may stop on run.rollout_budget. The snapshot
     would lack a drawn batch (a consume-once queue loses it on resume) or count the draw as a use (replay)."""
-    r = cfg.run
-    ends = step >= r.steps or (r.checkpoint_every and step % r.checkpoint_every == 0) or r.rollout_budget
+    ends = step >= cfg.run.steps or checkpoint_due(cfg, step) or cfg.run.rollout_budget
     return cfg.learner.draw_ahead and not ends
+
+
+def checkpoint_due(cfg: RunConfig, step: int) -> bool:
+    """Whether the loop checkpoints after `step` (run.checkpoint_every); the end's checkpoint comes apart."""
+    return bool(cfg.run.checkpoint_every) and step % cfg.run.checkpoint_every == 0
 
 
 def merge_disjoint(*parts: dict) -> dict:
