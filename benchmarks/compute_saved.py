@@ -30,7 +30,9 @@ import numpy as np
 from replay_rl.config import RunConfig
 from replay_rl.metrics import read_metrics
 from replay_rl.theory import plan
-from study_table import BASELINE, PAPER_MU, buffer_frontier, fidelity, markdown, n_grid, summarise, tasks_markdown
+from replay_rl.warmstart import model_checksum
+from study_markdown import markdown, tasks_markdown
+from study_table import BASELINE, PAPER_MU, buffer_frontier, fidelity, n_grid, summarise
 
 ROOT = Path(__file__).resolve().parents[1]
 # each task's testbed: None is the embedded default (configs/tiny_cpu.yaml's arithmetic)
@@ -200,10 +202,35 @@ def load_run(cfg: RunConfig) -> dict:
             "active_s": col(evals, "ledger/active_s"),
             "pass@1": col(evals, "eval/pass@1"), f"pass@{k}": col(evals, f"eval/pass@{k}"),
             "eval_problems": evals[-1]["eval/eval_problems"], "train_steps": col(trains, "step"),
-            "entropy": col(trains, "batch/entropy"), "overlap_prev": [r.get("buffer/overlap_prev") for r in trains], "age_mean": col(trains, "batch/age_mean"),
+            "entropy": col(trains, "batch/entropy"), "reward": col(trains, "batch/reward_mean"),
+            "pass_at_k": {key.removeprefix("eval/pass@"): col(evals, key) for key in evals[-1]
+                          if key.startswith("eval/pass@") and key.removeprefix("eval/pass@").isdigit()},
+            "model_sha256": model_checksum(cfg.model.path), "seed": cfg.run.seed, "overlap_prev": [r.get("buffer/overlap_prev") for r in trains], "age_mean": col(trains, "batch/age_mean"),
             "clip_fraction": col(trains, "batch/clip_fraction"), "ratio_mean": col(trains, "batch/ratio_mean"),
             "replay_ratio": hist["replay_ratio"], "age_hist": hist["age_hist"], "reuse_hist": hist["reuse_hist"],
             "since_last_use_hist": hist["since_last_use_hist"], "wall_s": trains[-1]["ledger/wall_s"]}
+
+
+def committed_runs(out: Path) -> dict[tuple[str, float], list[dict]]:
+    """The runs a task's results.json holds, {(row, lr): runs in the order they ran}: --report-only summarises them
+    where their folders are not here (a fresh clone has the committed results, not the run folders)."""
+    path = out / "results.json"
+    if not path.is_file():
+        return {}
+    kept: dict[tuple[str, float], list[dict]] = {}
+    for name, runs in json.loads(path.read_text()).get("runs", {}).items():
+        for run in runs:
+            kept.setdefault((name, run["lr"]), []).append(run)
+    return kept
+
+
+def check_one_model(results: dict[str, list[dict]]) -> None:
+    """A study compares runs from one warm-started model: refuse to mix models (a rebuilt or re-tuned warm start
+    moves the step-0 accuracy and everything after it). Runs written before the checksum was kept carry none."""
+    sums = {r.get("model_sha256") for runs in results.values() for r in runs} - {None}
+    if len(sums) > 1:
+        raise SystemExit(f"the study's runs start from {len(sums)} different warm models ({', '.join(sorted(sums))}):"
+                         " rerun the study in a new --out, or delete the runs of the old model")
 
 
 def finished(cfg: RunConfig) -> bool:
@@ -229,9 +256,14 @@ def study_task(task: str, preset: dict, specs: list, base: list[str], out: Path,
     from study_plots import plot_all  # benchmarks/ is on sys.path when run as a script
 
     results: dict[str, list[dict]] = {}
+    kept = committed_runs(out) if report_only else {}
     for name, seed, cfg in specs:
         done_before = finished(cfg)
         if report_only and not done_before:
+            run = kept.get((name, cfg.learner.lr), []).pop(0) if kept.get((name, cfg.learner.lr)) else None
+            if run is not None:  # the committed runs (results.json) stand in for run folders that are not here
+                results.setdefault(name, []).append(run)
+                progress["i"] += 1
             continue
         t1 = time.perf_counter()
         if not done_before:  # a partial run starts over
@@ -248,6 +280,7 @@ def study_task(task: str, preset: dict, specs: list, base: list[str], out: Path,
               f"pass@1 {run['pass@1'][0]:.3f} → {run['pass@1'][-1]:.3f}, compute {run['compute'][-1]:.0f}; "
               f"{done / 60:.1f} min so far, ~{done / max(progress['trained'], 1) * progress['left'] / 60:.1f} min left",
               file=sys.stderr, flush=True)
+    check_one_model(results)
     if BASELINE not in results:  # a stopped study that had not reached this task
         print(f"{task}: no finished baseline run, nothing to summarise", file=sys.stderr, flush=True)
         return {}

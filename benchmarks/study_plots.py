@@ -1,5 +1,6 @@
 """The compute-saved study's pictures: accuracy against paper-compute with each side's LR frontier (Figs. 1 and 4),
-accuracy against generated tokens and entropy against steps at each row's best LR, the compute saved over
+accuracy against generated tokens, entropy and batch reward against compute and pass@k at each row's best
+LR, compute saved over accuracy targets, the compute saved over
 (learning rate, N), and local diversity (overlap with the previous batch, steps between two uses). Returns the
 paths written."""
 
@@ -19,6 +20,41 @@ def _band(ax, x_runs: list[np.ndarray], y_runs: list[np.ndarray], label: str) ->
     ys = np.array([y[:n] for y in y_runs])
     ax.plot(x, np.median(ys, 0), marker=".", label=label)
     ax.fill_between(x, np.percentile(ys, 25, 0), np.percentile(ys, 75, 0), alpha=0.2)
+
+
+def train_compute(run: dict) -> np.ndarray:
+    """Compute at each learner step: the evals' compute interpolated over steps (the pace makes it linear)."""
+    return np.interp(run["train_steps"], run["steps"], run["compute"])
+
+
+def saved_vs_target(plt, headline: dict):
+    """Compute saved to first reach each accuracy target, with its 90% interval (an open bound drawn to the edge)."""
+    t = headline["targets"]
+    x = np.array([r["target"] for r in t])
+    y = np.array([np.nan if r["saved_pct"] is None else r["saved_pct"] for r in t])
+    lo = np.array([-100 if r["saved_pct_ci"][0] is None else r["saved_pct_ci"][0] for r in t])
+    hi = np.array([100 if r["saved_pct_ci"][1] is None else r["saved_pct_ci"][1] for r in t])
+    fig, ax = plt.subplots(figsize=(7, 4.5))
+    ax.plot(x, y, "g.-", label="compute saved (buffer frontier vs baseline frontier)")
+    ax.fill_between(x, np.where(np.isnan(y), np.nan, lo), np.where(np.isnan(y), np.nan, hi), color="g", alpha=0.2,
+                    label="90% jackknife-t interval")
+    ax.axhline(0, color="k", lw=0.8)
+    ax.set(xlabel="accuracy target (held-out greedy pass@1)", ylabel="compute saved %", ylim=(-100, 100),
+           title="compute saved to first reach each target (LR chosen on held-out seeds)")
+    ax.legend(fontsize=7)
+    return fig
+
+
+def pass_at_k_plot(plt, at_best: dict):
+    """pass@k against k at the last eval, each row at its best LR (median over seeds)."""
+    fig, ax = plt.subplots(figsize=(6, 4.5))
+    for name, runs in at_best.items():
+        ks = sorted(int(k) for k in runs[0]["pass_at_k"])
+        ax.plot(ks, [np.median([r["pass_at_k"][str(k)][-1] for r in runs]) for k in ks], marker="o", label=name)
+    ax.set(xscale="log", xlabel="k", ylabel="pass@k at the last eval (median over seeds)",
+           title="pass@k at the end of the budget, each row at its best LR")
+    ax.legend(fontsize=7)
+    return fig
 
 
 def plot_all(results: dict[str, list[dict]], table: dict, curves: dict, headline: dict, headline_curves: dict,
@@ -65,8 +101,16 @@ def plot_all(results: dict[str, list[dict]], table: dict, curves: dict, headline
 
     bands("accuracy_vs_tokens.png", lambda r: r["tokens"], lambda r: r["pass@1"], "generated completion tokens",
           "held-out greedy pass@1", "accuracy vs generation, each row at its best LR (median, IQR)")
-    bands("entropy_vs_steps.png", lambda r: r["train_steps"], lambda r: r["entropy"], "learner step",
-          "entropy of training batches (nats/token)", "entropy vs steps, each row at its best LR")
+    # at equal compute: replay takes ~2.4x more (smaller) steps for the same compute, so a steps axis misleads
+    bands("entropy_vs_compute.png", train_compute, lambda r: r["entropy"], f"compute (μ={PAPER_MU})",
+          "entropy of training batches (nats/token)", "entropy vs compute, each row at its best LR")
+    if all("reward" in r for runs in at_best.values() for r in runs):
+        bands("reward_vs_compute.png", train_compute, lambda r: r["reward"], f"compute (μ={PAPER_MU})",
+              "mean reward of training batches", "batch reward vs compute, each row at its best LR")
+    if headline and headline.get("targets"):
+        save(saved_vs_target(plt, headline), "saved_vs_target.png")
+    if all(r.get("pass_at_k") for runs in at_best.values() for r in runs):
+        save(pass_at_k_plot(plt, at_best), "pass_at_k.png")
 
     # compute saved over (LR, N): every row at μ=5.28 (its sampler in its label) against the baseline frontier
     rows = sorted((table[n]["capacity"], n) for n in at_paper_mu if n != BASELINE)

@@ -2,8 +2,10 @@
 rates at each budget, the paper's Fig. 4) and each side at its own best LR, plus the paper's findings re-checked on
 the frontier. Pure arithmetic over loaded runs (`replay_rl.study.compare`); no Ray, no plotting.
 
-A row's runs carry their learning rate; a side is {lr: curves over seeds}. Every compute-saved number is the
-paper's Fig. 14 measure: compute to first reach 98% of the baseline frontier's best score (see replay_rl/study.py).
+A row's runs carry their learning rate; a side is {lr: curves over seeds}. Compute saved is the paper's Fig. 14
+measure (compute to first reach 98% of the baseline frontier's best score) and the same over a grid of absolute
+accuracy targets, with the estimator replay_rl/study.py documents (smoothed seeds, LR chosen on held-out seeds,
+jackknife-t interval).
 """
 
 from __future__ import annotations
@@ -12,12 +14,13 @@ import math
 
 import numpy as np
 
-from replay_rl.study import Curve, compare, hist_mean, hist_quantile, recharge
+from replay_rl.study import Curve, compare, end_slope, hist_mean, hist_quantile, recharge
 
 PAPER_MU = 5.28  # Qwen2.5-7B, paper Table 2
 BASELINE = "baseline"
 CURVE_KEYS = ("grid", "base_curve", "cfg_curve", "base_labels", "cfg_labels")
 SAVED_AT = ("threshold", "reach_base", "reach_cfg", "saved_pct", "saved_pct_ci", "censored_fraction")
+TARGET_STEP = 0.01  # the accuracy targets' spacing
 
 
 def curve(run: dict, mu: float | None = None) -> Curve:
@@ -61,11 +64,11 @@ def _mean_known(xs: list) -> float:
 
 def _saved_keys(c: dict, prefix: str = "") -> dict:
     """The scalar part of a `compare` result, keyed for the table (curves are kept apart for the plots)."""
-    return {f"{prefix}{k}": v for k, v in c.items() if k not in CURVE_KEYS} | (
+    return {f"{prefix}{k}": v for k, v in c.items() if k not in (*CURVE_KEYS, "targets")} | (
         {f"{prefix}cfg_best_lr": c["cfg_labels"][-1], f"{prefix}base_best_lr": c["base_labels"][-1]})
 
 
-def summarise(results: dict[str, list[dict]], k: int, draws: int = 2000) -> tuple[dict, dict]:
+def summarise(results: dict[str, list[dict]], k: int) -> tuple[dict, dict]:
     """(table, curves). table[name]: the row's frontier against the baseline's frontier (compute_saved_pct, its 90%
     interval, censored share, budgets ahead), each side at its own best LR (own_*), and per LR its description and
     saved % against the baseline frontier. curves[name]: the frontier curves, for the plots. The baseline is
@@ -74,11 +77,11 @@ def summarise(results: dict[str, list[dict]], k: int, draws: int = 2000) -> tupl
     for name, runs in results.items():
         mu = runs[0]["mu"] if name != BASELINE else PAPER_MU
         base, cfg = side(results[BASELINE], mu), side(runs)
-        front, own = compare(base, cfg, draws=draws), compare(base, cfg, draws=draws, pick="own_best")
+        front, own = compare(base, cfg), compare(base, cfg, pick="own_best")
         curves[name] = {key: front[key] for key in CURVE_KEYS}
         by_lr = {}
         for lr, lr_curves in cfg.items():
-            alone = compare(base, {lr: lr_curves}, draws=max(200, draws // 4))
+            alone = compare(base, {lr: lr_curves})
             by_lr[f"{lr:g}"] = describe([r for r in runs if r["lr"] == lr], k) | {
                 "saved_vs_base_frontier_pct": alone["saved_pct"], "saved_vs_base_frontier_ci90": alone["saved_pct_ci"],
                 "censored_fraction": alone["censored_fraction"]}
@@ -96,7 +99,7 @@ def _plain_53(results: dict[str, list[dict]]) -> dict[str, list[dict]]:
             and r[0].get("w_t") == [5, 3]}
 
 
-def buffer_frontier(results: dict[str, list[dict]], pooled: bool, draws: int = 2000) -> tuple[dict, dict]:
+def buffer_frontier(results: dict[str, list[dict]], pooled: bool) -> tuple[dict, dict]:
     """The paper's Fig. 4 comparison against the baseline frontier. pooled=False (the headline): the (5,3) row with
     the most runs (LRs × seeds; a rule fixed before any result, so no row is picked for its outcome), its LRs as
     labels. pooled=True: the best over every (5,3) row and LR, each (row, LR) a label; the max over more noisy
@@ -109,17 +112,30 @@ def buffer_frontier(results: dict[str, list[dict]], pooled: bool, draws: int = 2
     if not cfg:
         return {}, {}
     base = side(results[BASELINE])
-    c = compare(base, cfg, draws=draws)
-    # the headline is 98% (Fig. 14); lower bars show where along the curve the saving is, all of them reported
-    lower = {f"{frac:g}": {k: v for k, v in compare(base, cfg, frac=frac, draws=draws).items() if k in SAVED_AT}
+    # the headline is 98% (Fig. 14); lower bars and the absolute targets show where along the curve the saving is
+    best = compare(base, cfg)["base_best"]
+    first_eval = float(np.median([r["pass@1"][1] for r in results[BASELINE]]))
+    c = compare(base, cfg, targets=accuracy_targets(first_eval, best))
+    lower = {f"{frac:g}": {k: v for k, v in compare(base, cfg, frac=frac).items() if k in SAVED_AT}
              for frac in (0.9, 0.95)}
     runs = lambda sd: f"{len(sd)} labels, {sum(len(x) for x in sd.values())} runs"  # noqa: E731
+    own = compare(base, cfg, pick="own_best")
+    slopes = {"baseline": end_slope(base[own["base_labels"][-1]]) | {"label": own["base_labels"][-1]},
+              "buffer": end_slope(cfg[own["cfg_labels"][-1]]) | {"label": list(own["cfg_labels"][-1])}}
     return {**_saved_keys(c), "rows": sorted(rows), "cfg_best_lr": list(c["cfg_labels"][-1]), "saved_at": lower,
+            "targets": c["targets"], "end_slopes": slopes,
             "labels": {"baseline": runs(base), "buffer": runs(cfg)}}, \
         {key: [list(x) if isinstance(x, tuple) else x for x in c[key]] for key in CURVE_KEYS}
 
 
-def n_grid(results: dict[str, list[dict]], fracs=(0.98, 0.9), draws: int = 1000) -> dict:
+def accuracy_targets(start: float, best: float) -> list[float]:
+    """Absolute accuracy targets every TARGET_STEP from `start` (the baseline's median at its first eval after step
+    0: below it both curves are a straight line from step 0, which says nothing) to the baseline's best."""
+    lo, hi = math.ceil(start / TARGET_STEP), math.floor(best / TARGET_STEP)
+    return [round(i * TARGET_STEP, 4) for i in range(lo, hi + 1)]
+
+
+def n_grid(results: dict[str, list[dict]], fracs=(0.98, 0.9)) -> dict:
     """The grid over N at the one LR every plain (5,3) FIFO row ran at, each N against the baseline frontier at
     each bar (98% of its best, and a lower bar that more rows reach), and issue 20's check: the probe's N
     ("replay_53_Nprobe") is right when its compute saved is within 10 points of the best other N's. {} when the
@@ -134,7 +150,7 @@ def n_grid(results: dict[str, list[dict]], fracs=(0.98, 0.9), draws: int = 1000)
     for name, runs in sorted(plain.items(), key=lambda kv: kv[1][0]["capacity"]):
         at_lr = [r for r in runs if r["lr"] == lr]
         rows[name] = {"capacity": at_lr[0]["capacity"], "seeds": len(at_lr)} | {
-            f"{f:g}": {k: v for k, v in compare(base, side(at_lr), frac=f, draws=draws).items() if k in SAVED_AT}
+            f"{f:g}": {k: v for k, v in compare(base, side(at_lr), frac=f).items() if k in SAVED_AT}
             for f in fracs}
     checks = {}
     for f in fracs if "replay_53_Nprobe" in rows else ():
@@ -151,27 +167,6 @@ def n_grid(results: dict[str, list[dict]], fracs=(0.98, 0.9), draws: int = 1000)
                             "probe_within_10_points": verdict}
     return {"lr": lr, "fracs": [f"{f:g}" for f in fracs], "rows": rows, "probe_check": checks}
 
-
-def n_grid_markdown(grid: dict) -> list[str]:
-    if not grid:
-        return []
-    fracs = grid["fracs"]
-    lines = ["", f"Grid over N at lr {grid['lr']:g}, the one LR every N row ran at (this ranks the Ns at one LR, not "
-             "each N at its own best LR; each N's runs against the baseline frontier; compute saved to first reach "
-             "each share of the baseline frontier's best):", "",
-             "| config | N | seeds | " + " | ".join(f"saved % to {100 * float(f):.0f}% [90% CI]" for f in fracs) + " |",
-             "|" + "---|" * (3 + len(fracs))]
-    for name, row in grid["rows"].items():
-        lines.append(f"| {name} | {row['capacity']} | {row['seeds']} | " + " | ".join(
-            f"{_fmt(row[f]['saved_pct'], 0)} {_ci(row[f]['saved_pct_ci'], row[f]['censored_fraction'])}"
-            for f in fracs) + " |")
-    for f, c in grid["probe_check"].items():
-        verdict = {True: "right (within 10 points)", False: "not right (more than 10 points below)",
-                   None: "undecided (neither reaches the bar, or no other N)"}
-        lines.append(f"\nProbe check at {100 * float(f):.0f}%: probe's N saves {_fmt(c['probe_saved_pct'], 0)}%, the "
-                     f"grid's best ({c['grid_best']}) {_fmt(c['grid_best_saved_pct'], 0)}%: "
-                     f"{verdict[c['probe_within_10_points']]}.")
-    return lines
 
 
 def fidelity(table: dict, headline: dict) -> list[dict]:
@@ -197,75 +192,11 @@ def fidelity(table: dict, headline: dict) -> list[dict]:
         slower = b["own_reach_cfg"] > s["own_reach_cfg"]
         stabler = b["best_drawdown_median"] < s["best_drawdown_median"]
         say = lambda n, t: (f"N={n} (LRs {', '.join(t['lrs'])}; best {t['best_lr']}, {t['best_seeds']} seeds): "  # noqa
-                            f"reach {_fmt(t['own_reach_cfg'], 0)}, drawdown {t['best_drawdown_median']:.3f}")
+                            f"reach {fmt(t['own_reach_cfg'], 0)}, drawdown {t['best_drawdown_median']:.3f}")
         rows.append({"finding": "(ii) a larger N learns more slowly but more stably (each at its best LR)",
                      "reproduced": bool(slower and stabler), "numbers": f"{say(n_big, b)}; {say(n_small, s)}"})
     return rows
 
-
-def _fmt(x, p: int = 2) -> str:
+def fmt(x, p: int = 2) -> str:
     return "—" if x is None or (isinstance(x, float) and not math.isfinite(x)) else f"{x:.{p}f}"
 
-
-def _ci(ci: list, censored: float) -> str:
-    lo, hi = ci
-    show = lambda b: "not reached" if b is None else f"{b:.0f}"  # noqa: E731  (a bound among censored draws)
-    return f"[{show(lo)}, {show(hi)}]" + (f" ({100 * censored:.0f}% of draws not reached)" if censored else "")
-
-
-def headline_line(title: str, o: dict) -> str:
-    """One comparison (buffer_frontier) as a paragraph: reach, compute saved with its interval, lower bars."""
-    return (f"**{title}**, vs the baseline frontier at μ={PAPER_MU} ({o['rows']}; {o['labels']['buffer']} "
-            f"against the baseline's {o['labels']['baseline']}): threshold {_fmt(o['threshold'], 3)} (98% of "
-            f"the baseline frontier's best {_fmt(o['base_best'], 3)}), reached at compute "
-            f"{_fmt(o['reach_cfg'], 0)} against {_fmt(o['reach_base'], 0)}: **compute saved "
-            f"{_fmt(o['saved_pct'], 0)}%** {_ci(o['saved_pct_ci'], o['censored_fraction'])}, 90% bootstrap over "
-            f"seeds; buffer ahead or tied at {100 * o['budgets_ahead_fraction']:.0f}% of budgets (largest lead "
-            f"{o['max_lead']:+.3f}). To first reach a lower bar: " +
-            "; ".join(f"{100 * float(f):.0f}% of the best ({_fmt(a['threshold'], 3)}): "
-                      f"{_fmt(a['saved_pct'], 0)}% {_ci(a['saved_pct_ci'], a['censored_fraction'])}"
-                      for f, a in o["saved_at"].items()) + ".")
-
-
-def tasks_markdown(headlines: dict[str, dict], preset: str) -> str:
-    """The study's front page: each task's headline side by side; the tables are in TASK/summary.md."""
-    lines = [f"# Compute saved, `--preset {preset}`", ""]
-    for task, o in headlines.items():
-        lines += [f"## {task} (tables: `{task}/summary.md`)", "",
-                  headline_line("Headline", o) if o else
-                  "not summarised: no finished baseline run" if o is None else "no buffer row ran", ""]
-    return "\n".join(lines)
-
-
-def markdown(table: dict, headline: dict, pooled: dict, rows: list[dict], k: int, grid: dict | None = None) -> str:
-    lines = []
-    for title, o in (("Headline: the most-run (5,3) buffer row's LR frontier", headline),
-                     ("Pooled: the best over every (5,3) row and LR (more labels than the baseline: favours the "
-                      "buffer)", pooled)):
-        if o:
-            lines += [headline_line(title, o), ""]
-    lines += ["| config | μ | N (N/B; how set) | sampler | LRs | best LR | final at best LR | saved %, the row's "
-              "frontier over its LRs vs the baseline's [90% CI] | saved %, own best vs best [90% CI] | budgets ahead | overlap prev | since last use | "
-              "replay ratio | entropy |", "|" + "---|" * 14]
-    for name, t in table.items():
-        lines.append(
-            f"| {name} | {t['mu']:g} | {t['capacity']} ({t['n_over_b']:.2g}; {t.get('n_rule', '')}) | {t['sampler']} | "
-            f"{', '.join(t['lrs'])} | "
-            f"{t['best_lr']} | {_fmt(t['best_final_median'])} | {_fmt(t['saved_pct'], 0)} "
-            f"{_ci(t['saved_pct_ci'], t['censored_fraction'])} | {_fmt(t['own_saved_pct'], 0)} "
-            f"{_ci(t['own_saved_pct_ci'], t['own_censored_fraction'])} | {_fmt(t['budgets_ahead_fraction'])} | "
-            f"{_fmt(t['best_overlap_prev_mean_median'])} | {_fmt(t['best_since_last_use_mean_median'], 1)} | "
-            f"{_fmt(t['best_replay_ratio_median'])} | {_fmt(t['best_entropy_mean_median'], 3)} |")
-    lines += ["", f"Per learning rate (medians over seeds; saved % against the baseline frontier):", "",
-              f"| config | LR | seeds | pass@1 start → final | pass@{k} | drawdown | saved % [90% CI] |",
-              "|" + "---|" * 7]
-    for name, t in table.items():
-        for lr, d in t["by_lr"].items():
-            lines.append(f"| {name} | {lr} | {d['seeds']} | {_fmt(d['start_median'])} → {_fmt(d['final_median'])} | "
-                         f"{_fmt(d[f'final_pass@{k}_median'])} | {_fmt(d['drawdown_median'])} | "
-                         f"{_fmt(d['saved_vs_base_frontier_pct'], 0)} "
-                         f"{_ci(d['saved_vs_base_frontier_ci90'], d['censored_fraction'])} |")
-    lines += n_grid_markdown(grid)
-    lines += ["", "| finding | reproduced | numbers |", "|---|---|---|"]
-    lines += [f"| {r['finding']} | {'yes' if r['reproduced'] else 'no'} | {r['numbers']} |" for r in rows]
-    return "\n".join(lines) + "\n"
