@@ -285,7 +285,7 @@ def study_task(task: str, preset: dict, specs: list, base: list[str], out: Path,
         print(f"{task}: no finished baseline run, nothing to summarise", file=sys.stderr, flush=True)
         return {}
     k = specs[0][2].run.eval_k
-    print(f"summarising {task} (bootstrap over seeds) ...", file=sys.stderr, flush=True)
+    print(f"summarising {task} (jackknife over seeds) ...", file=sys.stderr, flush=True)
     table, curves = summarise(results, k)
     for name, how in capacity_notes(preset, base, TASKS[task]).items():
         if name in table:
