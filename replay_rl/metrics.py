@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import math
+import os
 import time
 from pathlib import Path
 
@@ -18,9 +19,13 @@ class MetricsSink:
         self.dir.mkdir(parents=True, exist_ok=True)
         path = self.dir / "metrics.jsonl"
         if keep_through_step is not None and path.is_file():
-            rows = [line for line in path.read_text().splitlines()
+            lines = path.read_text().splitlines(keepends=True)
+            kept = [line.rstrip("\n") + "\n" for line in lines
                     if line.strip() and json.loads(line)["step"] <= keep_through_step]
-            path.write_text("".join(row + "\n" for row in rows))
+            if kept != lines:  # else (a finished run extended) the file is left as it is, not rewritten
+                partial = path.with_name(path.name + ".partial")
+                partial.write_text("".join(kept))
+                os.replace(partial, path)  # a kill mid-rewrite leaves the old file whole
         self._file = path.open("a")
         from torch.utils.tensorboard import SummaryWriter
 

@@ -10,6 +10,7 @@ from pathlib import Path
 
 from replay_rl.checkpoints import is_checkpoint
 from replay_rl.config import ConfigError, RunConfig
+from replay_rl.run_folder import FolderLock, check_folder
 
 
 def preflight(cfg: RunConfig) -> None:
@@ -18,6 +19,7 @@ def preflight(cfg: RunConfig) -> None:
     check_resume(cfg)
     if cfg.cluster.address is None and "RAY_ADDRESS" not in os.environ:  # the local cluster connect() will start
         check_fits(cfg, {"CPU": max(2, os.cpu_count() or 2), "GPU": local_gpus()})
+    check_output_dir(cfg)  # last: the inputs' own errors come first
 
 
 def check_model(cfg: RunConfig) -> None:
@@ -54,6 +56,14 @@ def check_resume(cfg: RunConfig) -> None:
     if src is not None and src != "auto" and not is_checkpoint(Path(src)):
         raise ConfigError(f"run.resume_from {src!r} is not a complete checkpoint (no trainer_state.json); pass a "
                           "checkpoints/step_N folder written by a previous run, or 'auto' for the newest one")
+
+
+def check_output_dir(cfg: RunConfig) -> None:
+    """Another driver in the folder, or another run's history there, in one line now; train() decides again under
+    the folder's lock, which it holds for the run's life."""
+    out = Path(cfg.run.output_dir)
+    FolderLock(out).release()
+    check_folder(cfg, out)
 
 
 def check_fits(cfg: RunConfig, resources: dict[str, float]) -> None:

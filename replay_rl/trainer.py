@@ -20,7 +20,7 @@ import ray
 from ray.exceptions import ObjectLostError, RayActorError
 
 from replay_rl.accounting import ComputeLedger
-from replay_rl.checkpoints import checkpoint_dir, is_checkpoint, latest_checkpoint, link_final_model, resolve_resume
+from replay_rl.checkpoints import link_final_model
 from replay_rl.config import RunConfig
 from replay_rl.health import one_line, settle_nodes, with_lost_nodes
 from replay_rl.launch import build
@@ -31,6 +31,7 @@ from replay_rl.orphan_guard import start_guard
 from replay_rl.preflight import check_fits, preflight
 from replay_rl.report import write_report
 from replay_rl.roles import RunFailed, resume_hint
+from replay_rl.run_folder import FolderLock, final_checkpoint, latest_own_checkpoint, save_checkpoint, start_run
 from replay_rl.warmstart import ensure_model
 
 
@@ -89,21 +90,24 @@ def ledger_for(cfg: RunConfig) -> ComputeLedger:
 def train(cfg: RunConfig, progress=None) -> dict:
     """Run training; returns the final record (eval scores + ledger). progress(step, record) is called per step.
     A role that dies past its own recovery (a learner rank, a generator in a broadcast group, every role of a node
-    that left the cluster) restarts every role from the newest checkpoint, up to run.max_restarts times; a restart
-    waits up to run.node_wait_s from the death for nodes offering the learners' resources (a replacement node)."""
+    that left the cluster) restarts every role from this run's newest checkpoint, up to run.max_restarts times; a
+    restart waits up to run.node_wait_s from the death for nodes offering the learners' resources (a replacement
+    node). The run holds its folder for its life (run_folder: its lock and run id)."""
     preflight(cfg)  # bad inputs fail here, in one line, before Ray starts
     out = Path(cfg.run.output_dir)
-    out.mkdir(parents=True, exist_ok=True)
-    resume = resolve_resume(cfg.run.resume_from, out)
-    cfg.dump_json(out / "config.json")
-    owns_ray = connect(cfg)  # first: a cluster too small for W/T fails before any model work
-    replaced = stop_on_signals()
+    lock = FolderLock(out)  # a second driver in this folder stops here, in one line
+    owns_ray, replaced = False, {}
     try:
+        run = start_run(cfg, out)  # refuses another run's folder, before Ray starts
+        cfg.dump_json(out / "config.json")
+        resume = run.resume
+        owns_ray = connect(cfg)  # first: a cluster too small for W/T fails before any model work
+        replaced = stop_on_signals()
         model_path = str(ensure_model(cfg).resolve())  # inside: a Ctrl-C in the warm start still stops Ray
         lost, place_by = None, None  # the death that the current attempt restarts after, and its node deadline
         for restart in range(cfg.run.max_restarts + 1):
             try:
-                return run_roles(cfg, model_path, resume, restart, progress, place_by)
+                return run_roles(cfg, model_path, resume, restart, progress, place_by, run_id=run.run_id)
             except (LearnerStartTimeout, RayActorError) as e:
                 if lost is None:  # a first start that failed: its own line
                     raise
@@ -117,7 +121,7 @@ def train(cfg: RunConfig, progress=None) -> dict:
                 if restart == cfg.run.max_restarts:
                     raise (RunFailed(f"{e}; run.max_restarts={restart} restarts are used up", e.death, e.where)
                            if restart else e) from None
-                resume = latest_checkpoint(out) or resume  # none saved yet: where this run started from
+                resume = latest_own_checkpoint(out, run.run_id) or resume  # none yet: where this run started
                 settle_nodes(e.where, place_by)  # a lost node is declared dead before the roles are placed again
                 print(f"restart {restart + 1} of {cfg.run.max_restarts}: {with_lost_nodes(e.death, e.where)}; every "
                       f"role restarts from {resume or 'step 0 (no checkpoint yet)'}", file=sys.stderr, flush=True)
@@ -127,14 +131,15 @@ def train(cfg: RunConfig, progress=None) -> dict:
             ray.shutdown()
         for sig, handler in replaced.items():
             signal.signal(sig, handler)
+        lock.release()
 
 
 def run_roles(cfg: RunConfig, model_path: str, resume: Path | None, restarts: int, progress=None,
-              place_by: float | None = None, build_roles=build) -> dict:
+              place_by: float | None = None, build_roles=build, run_id: str | None = None) -> dict:
     """One attempt: build the roles (from `resume`, a checkpoint, or from scratch), then the paper's loop.
     place_by: a restart's deadline for placing the learners (run.node_wait_s after the death). build_roles: makes
     the roles, as launch.build does (benchmarks/control_plane.py passes one that builds stand-in actors, to time
-    this loop on its own)."""
+    this loop on its own). run_id: the run this attempt belongs to, written into each checkpoint it saves."""
     out = Path(cfg.run.output_dir)
     ledger = ledger_for(cfg)
     sink, roles = None, None
@@ -154,7 +159,7 @@ def run_roles(cfg: RunConfig, model_path: str, resume: Path | None, restarts: in
         if start == 0:  # where RL starts from, so every run reports before → after
             log_evals(roles.start_eval(0, namespaced("ledger", ledger.summary())) + roles.finished_evals(wait=True))
         roles.start_generators()
-        step = start
+        step, saved = start, resume
         replay = roles.replay_stats()
         for step in range(start + 1, cfg.run.steps + 1):
             metrics = roles.learner_step(step - 1, draw_ahead(cfg, step))     # sample → loss → optimizer step
@@ -169,7 +174,7 @@ def run_roles(cfg: RunConfig, model_path: str, resume: Path | None, restarts: in
             if step % cfg.run.eval_every == 0 or step == cfg.run.steps:
                 log_evals(roles.start_eval(step, namespaced("ledger", ledger.summary())))
             if checkpoint_due(cfg, step):
-                roles.checkpoint(out, step, ledger)
+                saved = save_checkpoint(roles, out, step, ledger, run_id)
             if progress:
                 progress(step, record)
             if cfg.run.rollout_budget and ledger.k_inf >= cfg.run.rollout_budget:
@@ -177,9 +182,8 @@ def run_roles(cfg: RunConfig, model_path: str, resume: Path | None, restarts: in
         log_evals(roles.finished_evals(wait=True))
         # the buffer's whole age / reuse / since-last-use histograms, for the benchmark's distributions
         (out / "replay_stats.json").write_text(json.dumps(replay.__dict__ | {"replay_ratio": replay.replay_ratio}))
-        final = checkpoint_dir(out, step)
-        if not is_checkpoint(final):  # the end state: resumable, and its hf_model/ is the trained model
-            final = roles.checkpoint(out, step, ledger)
+        # the end state: resumable (a longer rerun extends it), and its hf_model/ is this run's trained model
+        final = final_checkpoint(roles, out, step, ledger, run_id, saved)
         sink.close()  # every row on disk before the pictures read them
         write_report([out], out / "plots")
         return record | {"step": step, "output_dir": str(out), "final_model": str(link_final_model(out, final))}

@@ -15,6 +15,7 @@ CORE = ["replay_rl.config", "replay_rl.rollout", "replay_rl.replay.selectors", "
         "replay_rl.replay.limits", "replay_rl.replay.table", "replay_rl.replay.snapshot", "replay_rl.learner.losses",
         "replay_rl.learner.batching", "replay_rl.learner.agreement", "replay_rl.accounting", "replay_rl.theory", "replay_rl.tasks",
         "replay_rl.generation.backend", "replay_rl.config_errors", "replay_rl.study",
+        "replay_rl.run_folder",  # the run folder's lock and id: train() and preflight decide before Ray starts
         # what the GPU check runs on a machine that has no Ray (cluster/gpu_check.py)
         "replay_rl.learner.engine", "replay_rl.sync.base", "replay_rl.sync.buckets", "replay_rl.generation.hf",
         "replay_rl.models",

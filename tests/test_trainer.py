@@ -1,5 +1,6 @@
 """Tier 3: the whole system, through the CLI and the trainer API, on the warm-started tiny model."""
 
+import hashlib
 import json
 import os
 import signal
@@ -13,7 +14,7 @@ import pytest
 import torch
 from safetensors.torch import load_file
 
-from replay_rl.config import RunConfig
+from replay_rl.config import ConfigError, RunConfig
 from replay_rl.metrics import read_metrics
 from replay_rl.replay.shard import pace_for
 from replay_rl.report import PLOTS
@@ -178,6 +179,45 @@ def test_on_policy_mode_uses_each_rollout_once_also_across_a_resume(ray_cluster,
     assert [r["step"] for r in rows] == [1, 2, 3, 4] and all(r["batch/reuse_mean"] == 1.0 for r in rows)
     cfg = run_cfg(path, out, *args)
     assert final["ledger/k_inf"] < pace_for(cfg).budget(4) + 2 * cfg.generation.rollouts_per_call
+
+
+def test_a_run_owns_its_folder_and_a_finished_run_extends_to_more_steps(ray_cluster, warm_model, tmp_path):
+    """Issue 28's reproduction: a second run (another seed and LR) in a used folder handed out the first run's
+    step-4 checkpoint as its final model. Now it is refused in one line; started over (run.overwrite) it saves its
+    own. That run, finished, is then extended from 4 to 8 steps with resume_from=auto, as the study extends runs:
+    its metrics up to step 4 stay byte for byte, steps, evals and the ledger go on, replay_stats.json is rewritten."""
+    path, _ = warm_model
+    out, second = tmp_path / "used", ("run.seed=1", "learner.lr=1e-3", "run.eval_every=4", "run.eval_prompts=20")
+    model = out / "final_model" / "model.safetensors"
+    train(run_cfg(path, out, "run.steps=4", "run.seed=0", "run.eval_every=4", "run.eval_prompts=20"))
+    first = hashlib.sha256(model.read_bytes()).hexdigest()
+    with pytest.raises(ConfigError, match=r"holds another run's checkpoints and metrics.jsonl: continue that run "
+                                          r"with run.resume_from=auto, start over there with run.overwrite=true"):
+        train(run_cfg(path, out, "run.steps=4", *second))
+    train(run_cfg(path, out, "run.steps=4", *second, "run.overwrite=true"))
+    assert hashlib.sha256(model.read_bytes()).hexdigest() != first
+    run_id = json.loads((out / "run.json").read_text())["run_id"]
+    assert json.loads((out / "checkpoints" / "step_4" / "run.json").read_text())["run_id"] == run_id
+    metrics, stats = (out / "metrics.jsonl").read_text(), (out / "replay_stats.json").read_text()
+    inode = (out / "metrics.jsonl").stat().st_ino
+
+    cfg = run_cfg(path, out, "run.steps=8", *second, "run.resume_from=auto")
+    final = train(cfg)
+    assert (out / "metrics.jsonl").read_text().startswith(metrics)  # the part already run is kept as it was,
+    assert (out / "metrics.jsonl").stat().st_ino == inode               # and not even rewritten
+    rows = read_metrics(out / "metrics.jsonl")
+    train_rows = [r for r in rows if r["kind"] == "train"]
+    assert [r["step"] for r in train_rows] == list(range(1, 9)) and final["step"] == 8
+    assert [r["step"] for r in rows if r["kind"] == "eval"] == [0, 4, 8]
+    assert [r["ledger/k_train"] for r in train_rows] == [32 * s for s in range(1, 9)]
+    for key in ("ledger/k_inf", "ledger/compute", "ledger/wall_s"):  # the ledger goes on from step 4's
+        assert all(a[key] <= b[key] for a, b in zip(train_rows, train_rows[1:])), key
+    rpc = cfg.generation.rollouts_per_call  # Roles.resume may make again the call its snapshot caught in part
+    assert final["ledger/k_inf"] <= pace_for(cfg).budget(8) + rpc
+    assert json.loads((out / "replay_stats.json").read_text())["inserts"] > json.loads(stats)["inserts"]
+    assert json.loads((out / "run.json").read_text())["run_id"] == run_id
+    assert json.loads((out / "checkpoints" / "step_8" / "run.json").read_text())["run_id"] == run_id
+    assert os.readlink(out / "final_model") == "checkpoints/step_8/hf_model"
 
 
 def test_the_papers_split_with_n_equal_to_b_runs_past_the_old_stall(ray_cluster, warm_model, tmp_path):

@@ -79,7 +79,12 @@ class RunSettings(_Section):
     checkpoint_every: int | None = Field(None, ge=1)
     """Save learner state + buffer every k steps; None: only the final checkpoint."""
     resume_from: str | None = None
-    """A checkpoints/step_N folder, or 'auto': output_dir's newest complete one (none: a fresh start)."""
+    """A checkpoints/step_N folder, or 'auto': output_dir's newest complete one (none: a fresh start). Either
+    continues the run that saved it (a finished run's final checkpoint, with a larger steps, extends it)."""
+    overwrite: bool = False
+    """Start over in an output_dir that holds another run's checkpoints or metrics: remove what a run writes there
+    (checkpoints, metrics, logs, final_model) first. False: such a folder is refused unless resume_from continues
+    its run (a fresh run must not take over another's history or hand out its model)."""
     max_generator_restarts: int = Field(3, ge=0)
     """Generators that die (actor lost, OOM-killed) are replaced this many times in a run; then the run stops."""
     max_restarts: int = Field(0, ge=0)

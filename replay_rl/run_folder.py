@@ -1,0 +1,151 @@
+"""A run folder belongs to one run. Its run id (RUN/run.json, written at the run's first start, and copied into each
+checkpoint it saves) ties the checkpoints and metrics there to it; a lock the driver holds for the run's life keeps a
+second driver out (two would delete each other's replay_live/, share staging folders and interleave metrics.jsonl).
+
+A fresh run in a folder holding another run's checkpoints or metrics is refused: it would append to their metrics,
+resume their newest checkpoint on a restart and, finding their checkpoint at its final step, hand out their model
+as final_model. run.resume_from=auto continues the folder's run (a restart, or a finished run extended to more
+steps); run.overwrite=true removes the folder's run artefacts first.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import json
+import os
+import shutil
+import socket
+import time
+import uuid
+from dataclasses import dataclass
+from pathlib import Path
+
+from replay_rl.checkpoints import checkpoint_dir, is_checkpoint, resolve_resume, staging_dir
+from replay_rl.config import ConfigError, RunConfig
+
+RUN_FILE = "run.json"
+LOCK_FILE = ".run.lock"
+# what a run writes into its folder: run.overwrite removes these and nothing else (output_dir may hold other files)
+ARTEFACTS = ("checkpoints", "replay_live", "metrics.jsonl", "tb", "plots", "final_model", "replay_stats.json",
+             "placement.json", "config.json", "error.log", "ray.log", RUN_FILE)
+
+
+@dataclass(frozen=True)
+class RunStart:
+    """Which run this start continues, and from where: `resume` is a complete checkpoint or None (step 0)."""
+    run_id: str
+    resume: Path | None
+
+
+class FolderLock:
+    """The folder's lock, taken for the driver's life. flock, so the kernel releases it when the process ends,
+    however it ends (SIGKILL included): there is no stale lock to clear by hand."""
+
+    def __init__(self, out: Path) -> None:
+        out.mkdir(parents=True, exist_ok=True)
+        self.fd = os.open(out / LOCK_FILE, os.O_RDWR | os.O_CREAT, 0o644)
+        try:
+            fcntl.flock(self.fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            holder = os.pread(self.fd, 200, 0).decode(errors="replace").strip() or "unknown"
+            os.close(self.fd)
+            raise ConfigError(f"run.output_dir {str(out)!r} is in use by another run (driver pid {holder}); wait for "
+                              "it to end or stop it, or pick another run.output_dir") from None
+        os.ftruncate(self.fd, 0)
+        os.pwrite(self.fd, f"{os.getpid()} on {socket.gethostname()}".encode(), 0)
+
+    def release(self) -> None:
+        os.close(self.fd)  # closing the descriptor releases the lock
+
+
+def start_run(cfg: RunConfig, out: Path) -> RunStart:
+    """Under the folder's lock: which run this start is (check_folder), the folder cleared for run.overwrite, and
+    run.json written at the run's first start."""
+    run = check_folder(cfg, out)
+    if cfg.run.overwrite:
+        clear_run(out)
+    if read_run_id(out) != run.run_id:
+        out.mkdir(parents=True, exist_ok=True)
+        (out / RUN_FILE).write_text(json.dumps({"run_id": run.run_id, "started": time.strftime("%Y-%m-%dT%H:%M:%S%z")}))
+    return run
+
+
+def check_folder(cfg: RunConfig, out: Path) -> RunStart:
+    """Which run a start in `out` is, changing nothing: the folder's own run when it resumes from the folder, else
+    a new one. Refuses, in one line, a new run where another left its history, and a resume of a checkpoint that
+    another run left in the folder."""
+    own, src = read_run_id(out), cfg.run.resume_from
+    inside = src is not None and (src == "auto" or Path(src).resolve().parent == (out / "checkpoints").resolve())
+    if cfg.run.overwrite:
+        if inside:
+            raise ConfigError(f"run.overwrite=true would delete the checkpoint run.resume_from={src} names; drop one")
+        return RunStart(new_run_id(), resolve_resume(src, out))
+    resume = resolve_resume(src, out)
+    if resume is not None and inside:
+        theirs = read_run_id(resume)
+        if own is not None and theirs is not None and theirs != own:
+            raise ConfigError(f"run.resume_from: {str(resume)!r} was saved by run {theirs}, not by this folder's "
+                              f"run {own} (run.json); pass one of its own checkpoints, or start over with "
+                              "run.overwrite=true")
+        return RunStart(own or theirs or new_run_id(), resume)
+    if src == "auto":  # no checkpoint yet: the folder's run, again from step 0
+        return RunStart(own or new_run_id(), None)
+    if held := held_artefacts(out):  # a new run, from step 0 or from another folder's checkpoint
+        raise ConfigError(f"run.output_dir {str(out)!r} holds another run's {' and '.join(held)}: continue that run "
+                          "with run.resume_from=auto, start over there with run.overwrite=true, or pick another "
+                          "run.output_dir")
+    return RunStart(new_run_id(), resume)
+
+
+def held_artefacts(out: Path) -> list[str]:
+    """What of a run's history the folder holds: its checkpoints (complete or staged) and its metrics."""
+    root = out / "checkpoints"
+    held = ["checkpoints"] if root.is_dir() and any(root.iterdir()) else []
+    metrics = out / "metrics.jsonl"
+    return held + (["metrics.jsonl"] if metrics.is_file() and metrics.stat().st_size else [])
+
+
+def clear_run(out: Path) -> None:
+    for name in ARTEFACTS:
+        path = out / name
+        if path.is_dir() and not path.is_symlink():
+            shutil.rmtree(path)
+        elif path.is_symlink() or path.exists():
+            path.unlink()
+
+
+def new_run_id() -> str:
+    return uuid.uuid4().hex[:12]
+
+
+def read_run_id(folder: Path) -> str | None:
+    """The run id in folder/run.json (a run folder or a checkpoint); None where none was written."""
+    path = folder / RUN_FILE
+    return json.loads(path.read_text())["run_id"] if path.is_file() else None
+
+
+def latest_own_checkpoint(out: Path, run_id: str) -> Path | None:
+    """The newest complete checkpoint this run saved in `out` (where a restart resumes)."""
+    root = out / "checkpoints"
+    own = [p for p in root.glob("step_*") if is_checkpoint(p) and read_run_id(p) == run_id] if root.is_dir() else []
+    return max(own, key=lambda p: int(p.name.removeprefix("step_")), default=None)
+
+
+def save_checkpoint(roles, out: Path, step: int, ledger, run_id: str) -> Path:
+    """roles.checkpoint, with the run id staged first so that it is committed with the checkpoint in one rename
+    (roles.checkpoint adds to the staging folder and renames it whole)."""
+    staging = staging_dir(out, step)
+    shutil.rmtree(staging, ignore_errors=True)  # a save that died half-written; under the lock, only ours are here
+    staging.mkdir(parents=True)
+    (staging / RUN_FILE).write_text(json.dumps({"run_id": run_id}))
+    return roles.checkpoint(out, step, ledger)
+
+
+def final_checkpoint(roles, out: Path, step: int, ledger, run_id: str, saved: Path | None) -> Path:
+    """The end state: the checkpoint this attempt saved or resumed from at `step` (`saved`) where there is one,
+    else a new save. One of that step that is merely on disk may be another run's, or this run's from before a
+    resume to an earlier step: kept, it would be handed out as the final model."""
+    final = checkpoint_dir(out, step)
+    if saved is not None and saved.resolve() == final.resolve() and read_run_id(final) == run_id:
+        return final
+    return save_checkpoint(roles, out, step, ledger, run_id)
