@@ -185,8 +185,8 @@ class Roles:
 
     def recover(self, hung: Hung, cause: str, generator_cause: str | None = None) -> None:
         """Recover the hung shards and generators as their deaths would be; hung learner ranks are a death."""
-        if hung.learners:
-            raise self.died(hung.learners)
+        if hung.learners or hung.death:  # past any role's own recovery: every role restarts (run.max_restarts)
+            raise self.died(hung.learners or hung.death)
         for i in hung.shards:
             self.recover_shard(i, cause)
         for i in hung.generators:
@@ -261,15 +261,15 @@ class Roles:
         that hang, if any (hung_roles)."""
         n, t = self.cfg.rank_batch_size, len(self.replay.shards)
         answers = probe_all([s.blocked_reason.remote(n, consumer_version) for s in self.replay.shards]
-                            + [s.actor.stats.remote() for s in self.slots], self.cfg.run.hung_probe_s)
-        shards, gens = answers[:t], answers[t:]
-        gen_text = ", ".join(f"generator {i} " + (f"at version {g.version}, {g.rollouts} rollouts" if
-                                                   isinstance(g, GeneratorStats) else str(g))
-                             for i, g in enumerate(gens))
+                            + [s.actor.stats.remote() for s in self.slots]
+                            + [s.stats.remote() for s in self.replay.shards], self.cfg.run.hung_probe_s)
+        shards, gens, tables = answers[:t], answers[t:-t], answers[-t:]
+        gen_text = ", ".join(f"generator {i} " + (f"at version {g.version}, {g.rollouts} rollouts"
+                             if isinstance(g, GeneratorStats) else str(g)) for i, g in enumerate(gens))
         shard_text = "; ".join(f"shard {i}: {r}" for i, r in enumerate(shards))
         line = (f"stalled: no learner step for {self.cfg.run.stall_timeout_s:g}s (step {consumer_version + 1}); "
                 f"{shard_text}; {gen_text}; sync {self.cfg.sync.type}")
-        return line, hung_roles(shards, gens, consumer_version + 1)
+        return line, hung_roles(shards, gens, consumer_version + 1, tables)
 
     def replay_stats(self) -> TableStats:
         """replay.stats(), bounded: a shard that gives no answer within run.stall_timeout_s is recovered as hung

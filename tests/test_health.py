@@ -27,6 +27,19 @@ def test_a_stall_names_what_hangs_or_leaves_it_to_the_rules(shards, generators, 
     assert str(SILENT) == "no answer in 10s (paused or busy)"
 
 
+def test_a_dead_role_or_a_restored_shard_that_waits_is_a_death_for_run_max_restarts():
+    from replay_rl.replay.table import TableStats
+
+    restored, fresh = TableStats(shard_restarts=1), TableStats()
+    assert hung_roles(["dead", SERVED], ["stats"], step=5) == Hung(death="replay shard 0 died")
+    assert hung_roles([RULE, SERVED], ["stats", "dead"], step=5) == Hung(death="generator 1 died")
+    # a restored shard that waits lost what it waits for (a consume-once queue's rollouts are made once)
+    assert hung_roles([SERVED, RULE], ["stats"], 5, [fresh, restored]) == Hung(
+        death="replay shard 1 waits since its in-place restore (restart 1)")
+    assert hung_roles([RULE, SERVED], ["stats"], 5, [fresh, restored]) is None  # the rule holds a fresh shard
+    assert hung_roles([SILENT, RULE], ["stats"], 5, [SILENT, restored]) == Hung(shards=(0,))  # hung comes first
+
+
 def test_a_shard_says_whether_its_rank_took_its_batch_or_has_not_asked(tmp_path):
     cfg = RunConfig.load(None, ["cluster.learners=1", "learner.batch_size=4", "replay.capacity=16",
                                 "cluster.emulate=null", f"run.output_dir={tmp_path}"])

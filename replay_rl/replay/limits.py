@@ -79,13 +79,14 @@ class Pace:
     fill: rollouts needed before the first step can sample a batch: B − R for a buffer that keeps what it
     returns (so budget(0) with lead 1 is exactly B), 0 for a consume-once queue (R = B there anyway).
     publish_every: sync.every_steps; generators see the learner's progress only through published weights.
+    rollouts_per_call: generation.rollouts_per_call, which only `started` (a restore's credit) needs.
     """
 
     def __init__(self, batch_size: int, replay_ratio: float, lead_steps: int, consumes_once: bool,
-                 capacity: int, publish_every: int = 1) -> None:
+                 capacity: int, publish_every: int = 1, rollouts_per_call: int = 1) -> None:
         self.rollouts_per_step = batch_size / replay_ratio
         self.fill = 0.0 if consumes_once else max(0.0, batch_size - self.rollouts_per_step)
-        self.publish_every = publish_every
+        self.publish_every, self.rollouts_per_call = publish_every, rollouts_per_call
         # the lead must fit in the buffer beside one batch, or FIFO evicts rollouts before their first use and the
         # learner, owed nothing new, samples the same ones again: a buffer of N = B runs in strict turns
         self.lead = min(self.rollouts_per_step * (lead_steps - 1), float(capacity - batch_size))
@@ -103,6 +104,15 @@ class Pace:
         """Backend call number `call` (call_number) may start while its first rollout is within the budget, so
         the calls made are always a prefix 0..M−1 of the numbering, and together overshoot by < one call."""
         return call * rollouts_per_call < self.budget(version)
+
+    def started(self, version: int) -> int:
+        """Rollouts of every call may_start allows once the learner asks to sample `version`: generators hold at
+        most the weights it published last (version − version mod publish_every), and a call allowed there may have
+        been made, so its rollouts may have reached a shard that has since lost them."""
+        rpc, budget = self.rollouts_per_call, self.budget(version - version % self.publish_every)
+        calls = int(np.ceil(budget / rpc))
+        calls += bool(self.may_start(calls, rpc, version - version % self.publish_every))  # ceil's float hair
+        return calls * rpc
 
     def owed(self, shard, shards: int, version):
         """Shard `shard`'s deal (route) of the first ⌈required(version)⌉ rollouts: what it must hold before the
@@ -156,9 +166,17 @@ class PacedLimiter:
         self.samples += samples
 
     def recover(self, consumer_version: int) -> None:
-        """After a restore from a snapshot: the rollouts lost since it were generated on schedule and will not be
-        generated again (generators pace on the learner version), so this shard counts them as delivered."""
-        self.inserts = max(self.inserts, self.owed(consumer_version))
+        """After a restore from a snapshot, at its first sample: the rollouts lost since it were generated on
+        schedule and will not be generated again (generators pace on the learner version), so this shard counts as
+        delivered its deal of every call the pace may have started, the lead included (crediting only owed(v) left
+        the lead's share owed for ever: a stall a step or two later). What it can still receive, calls not yet made,
+        then pays each later owed count; a call in flight at the restore arrives and counts once more, so the
+        shard may serve up to that call's share early, never late."""
+        self.inserts = max(self.inserts, self.restore_credit(consumer_version))
+
+    def restore_credit(self, consumer_version: int) -> int:
+        """What a restored shard counts as delivered when the learner next asks it for `consumer_version`."""
+        return int(dealt_to(self.shard, self.pace.started(consumer_version), self.shards))
 
     def resume_stream(self, rollouts: int) -> None:
         """After a resume whose generators go on from rollout `rollouts` of the stream: this shard's deal of the

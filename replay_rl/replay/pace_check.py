@@ -9,8 +9,10 @@ allowed call before the learner samples is the worst order: inserts only add to 
 consume-once queue, where an early insert can push out (FIFO eviction) a rollout the pace counted as delivered.
 
 Modelled: fifo and positive_bias (sampling keeps items: a shard holds min(inserted, capacity)) and lifo_once
-(sampling removes n; a full queue evicts its oldest). Not modelled: max_staleness and max_reuse (as limit_check),
-restarts and resumes (a restored shard forgives what it lost: PacedLimiter.recover).
+(sampling removes n; a full queue evicts its oldest). Not modelled: max_staleness and max_reuse (as limit_check).
+An in-place restore (PacedLimiter.recover) is checked apart, by random runs (restore_run): a keep-all shard
+cannot stall after one; a consume-once queue can (it lost rollouts that are made once), and the stall watchdog
+sends that to run.max_restarts (health.hung_roles).
 
 Why finite work decides it. route deals any W generators' calls in a pattern that repeats every P = W·T·rpc
 rollouts. A keep-all shard has no history: its state at v is (⌈required(v)⌉, calls made at p), so besides walking
@@ -29,7 +31,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from replay_rl.replay.limits import Pace, route
+from replay_rl.replay.limits import Pace, PacedLimiter, call_number, route
 
 MAX_VERSIONS = 4096  # beyond this horizon a setting is accepted, and the stall watchdog is the backstop
 
@@ -48,7 +50,7 @@ class PaceSetting:
 
     def pace(self) -> Pace:
         return Pace(self.batch_size, self.replay_ratio, self.lead_steps, self.consumes_once, self.capacity,
-                    self.publish_every)
+                    self.publish_every, self.rollouts_per_call)
 
 
 @dataclass(frozen=True)
@@ -157,3 +159,81 @@ def pace_problem(cfg) -> str | None:
             + ("; a consume-once queue this small evicts rollouts the pace counts as delivered" if s.consumes_once
                else "") + ")" + (f"; use capacity ≥ {fix}" if fix else "; no capacity up to B·(lead_steps + "
                                  "sync.every_steps) avoids it: lower cluster.emulate.lead_steps or sync.every_steps"))
+
+
+def restore_run(s: PaceSetting, versions: int, restore_at: int, rng: np.random.Generator, snapshot_every: int = 25,
+                resumed_at: int | None = None, snapshot_on_resume: bool = True) -> int | None:
+    """One in-place restore under a random interleaving, on the real PacedLimiter (recover included): generators
+    start the calls may_start allows and insert each shard's piece later (in flight meanwhile; Ray resends a
+    dead shard's pieces to its restart); the learner samples once every shard is paid and holds n items; while the
+    learner is at `restore_at`, a random shard restarts from its live snapshot (taken before the sample of every
+    multiple of snapshot_every, after each insert until the first, and, the run resumed at `resumed_at`, then
+    (snapshot_on_resume; else a resume clears them); a consume-once queue drops the keys it served since, as
+    LiveSnapshots does). The restore comes at a random moment or, in half the runs, once the generators made every
+    call allowed (the most lost). Returns the version where nothing can move, or None."""
+
+    t, n, cap, pace, rpc = s.shards, s.batch_size // s.shards, s.capacity // s.shards, s.pace(), s.rollouts_per_call
+    limiters, items = [PacedLimiter(pace, i, t) for i in range(t)], [[] for _ in range(t)]
+    snaps: list = [None] * t           # (items, inserts) of each live snapshot
+    early = [True] * t                 # no snapshot at a sample or resume yet: each insert is snapshotted
+    served: list[set] = [set() for _ in range(t)]
+    recovering, pending, made, next_id, v, restored = [False] * t, [], [0] * s.generators, 0, 0, False
+    resumed, late = False, rng.random() < 0.5
+    while v < versions:
+        published = v - v % s.publish_every
+        ready = [g for g in range(s.generators) if pace.may_start(call_number(g, made[g], s.generators), rpc,
+                                                                  published)]
+        if v == resumed_at and not resumed:  # a resume: a fresh shard clears the old snapshots, its restore writes
+            resumed, served, early = True, [set() for _ in items], [False] * t
+            snaps = [(list(it), lim.inserts) if snapshot_on_resume else None for it, lim in zip(items, limiters)]
+        if v == restore_at and not restored and ((not late and rng.random() < 0.2) or not (pending or ready)):
+            i, restored = int(rng.integers(t)), True
+            held, inserts = snaps[i] or ([], 0)
+            items[i] = [x for x in held if x not in served[i]]
+            limiters[i], recovering[i], early[i] = PacedLimiter(pace, i, t), True, True
+            limiters[i].inserts = inserts
+        for i in range(t):  # the learner asks every shard for v; a restored one learns v then
+            if recovering[i]:
+                limiters[i].recover(v)
+                recovering[i] = False
+        learner = all(lim.can_sample(n, v) and len(it) >= n for lim, it in zip(limiters, items))
+        learner = learner and (v != restore_at or restored)
+        moves = [m for m, ok in (("start", ready), ("insert", pending), ("sample", learner)) if ok]
+        if not moves:
+            return v
+        move = moves[rng.integers(len(moves))]
+        if move == "start":
+            g = ready[rng.integers(len(ready))]
+            owner = route(g, made[g], s.generators, rpc, t)
+            for i in range(t):
+                if k := int((owner == i).sum()):
+                    pending.append((i, list(range(next_id, next_id + k))))
+                    next_id += k
+            made[g] += 1
+        elif move == "insert":
+            i, new = pending.pop(int(rng.integers(len(pending))))
+            items[i] = (items[i] + new)[-cap:]  # FIFO eviction of the oldest
+            limiters[i].record(inserts=len(new))
+            if early[i]:
+                snaps[i], served[i] = (list(items[i]), limiters[i].inserts), set()
+        else:
+            for i in range(t):
+                if v % snapshot_every == 0 or early[i]:  # a restored shard writes again at its first sample
+                    snaps[i], served[i], early[i] = (list(items[i]), limiters[i].inserts), set(), False
+                if s.consumes_once:  # lifo_once serves the freshest n and removes them
+                    served[i] |= set(items[i][-n:])
+                    items[i] = items[i][:-n]
+            v += 1
+    return None
+
+
+def restore_stalls(s: PaceSetting, cases: int, versions: int, seed: int = 0, **kw) -> list[tuple[int, int, int]]:
+    """(case, restore version, stall version) of each of `cases` random runs (restore_run, the restore at a
+    random version below `versions`) that stalls."""
+    rng = np.random.default_rng(seed)
+    out = []
+    for case in range(cases):
+        at = int(rng.integers(versions))
+        if (stall := restore_run(s, versions, at, rng, **kw)) is not None:
+            out.append((case, at, stall))
+    return out

@@ -9,7 +9,8 @@ from pathlib import Path
 import ray
 
 from replay_rl.config import RunConfig
-from replay_rl.replay.snapshot import previous, read_snapshot, readable_snapshot, write_snapshot
+from replay_rl.replay.live import LiveSnapshots, drop_keys
+from replay_rl.replay.snapshot import read_snapshot, write_snapshot
 from replay_rl.replay.limits import Pace
 from replay_rl.replay.table import SampleInfo, TableStats, table_from_config
 from replay_rl.rollout import RolloutBatch
@@ -39,7 +40,8 @@ class ReplayShardImpl:
         self.table = self._make_table()
         self._cond: asyncio.Condition | None = None
         self.wait_s = {"insert": 0.0, "sample": 0.0}
-        self.live = LiveSnapshots(cfg, shard_id)
+        self.live = LiveSnapshots(cfg.replay.snapshot_every_steps,
+                                  shard_dir(Path(cfg.run.output_dir) / "replay_live", shard_id), cfg.consumes_once)
         self.restarts, self.restored_inserts, self._recovering = 0, 0, False
         self.asked, self.served = -1, -1  # the consumer versions of the last sample asked for and served
         if reconstructed:
@@ -51,7 +53,7 @@ class ReplayShardImpl:
         self.restarts = self.live.count_restart()
         if self.live.exists():
             arrays, counters = read_snapshot(self.live.path, self._settings)
-            self.table.load_state(arrays, counters)
+            self.table.load_state(*drop_keys(arrays, counters, self.live.consumed()))
         self.restored_inserts = self.table.stats().inserts
         self._recovering = True  # the limiter learns the learner's version at the next sample
 
@@ -75,6 +77,8 @@ class ReplayShardImpl:
             if not self.table.can_insert(len(batch)):
                 await self._wait("insert", lambda: self.table.can_insert(len(batch)), self.table.limiter.why_blocked)
             self.table.insert(batch)
+            if self.live.due_on_insert():
+                self.live.write(None, *self.table.state(), self._settings)
             cond.notify_all()
         return len(batch)
 
@@ -90,6 +94,7 @@ class ReplayShardImpl:
             if self.live.due(consumer_version):  # taken while n items are eligible: a restore can serve a batch
                 self.live.write(consumer_version, *self.table.state(), self._settings)
             out = self.table.sample(n, consumer_version)
+            self.live.served(out[1].keys)
             self.served = consumer_version
             cond.notify_all()  # a rate-limited insert may proceed now
         return out
@@ -123,6 +128,7 @@ class ReplayShardImpl:
         async with self._condition():
             self.table = self._make_table()
             self.table.load_state(arrays, counters)
+            self.live.write(-1, arrays, counters, self._settings)  # a restart before the next multiple restores it
             self._condition().notify_all()
         return self.table.stats().inserts
 
@@ -142,46 +148,13 @@ class ReplayShardActor(ReplayShardImpl):
 ReplayShard = ray.remote(num_cpus=0)(ReplayShardActor)
 
 
-class LiveSnapshots:
-    """A shard's newest snapshot for restoring in place: RUN/replay_live/shard_i, replaced every k learner steps,
-    and a counter file of how often the shard was restored."""
-
-    def __init__(self, cfg: RunConfig, shard_id: int) -> None:
-        self.every = cfg.replay.snapshot_every_steps
-        self.path = shard_dir(Path(cfg.run.output_dir) / "replay_live", shard_id)
-        self._restarts_file = self.path.with_name(self.path.name + ".restarts")
-        self._last: int | None = None
-
-    def due(self, consumer_version: int) -> bool:
-        return bool(self.every) and consumer_version % self.every == 0 and consumer_version != self._last
-
-    def write(self, consumer_version: int, arrays, counters, settings) -> None:
-        write_snapshot(self.path, arrays, counters, settings)
-        self._last = consumer_version
-
-    def exists(self) -> bool:
-        return readable_snapshot(self.path) is not None
-
-    def count_restart(self) -> int:
-        n = int(self._restarts_file.read_text()) + 1 if self._restarts_file.is_file() else 1
-        self._restarts_file.parent.mkdir(parents=True, exist_ok=True)
-        self._restarts_file.write_text(str(n))
-        return n
-
-    def clear(self) -> None:
-        import shutil
-
-        for p in (self.path, previous(self.path), self._restarts_file):
-            shutil.rmtree(p, ignore_errors=True) if p.is_dir() else p.unlink(missing_ok=True)
-
-
 def pace_for(cfg: RunConfig) -> Pace | None:
     """The emulated cluster's schedule, or None when generators run free (no cluster.emulate)."""
     e, ratio = cfg.cluster.emulate, cfg.target_replay_ratio
     if e is None or ratio is None:
         return None
     return Pace(cfg.learner.batch_size, ratio, e.lead_steps, cfg.consumes_once, cfg.replay.capacity,
-                cfg.sync.every_steps)
+                cfg.sync.every_steps, cfg.generation.rollouts_per_call)
 
 
 def shard_dir(root: str | Path, shard_id: int) -> Path:

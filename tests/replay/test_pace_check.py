@@ -9,7 +9,8 @@ import pytest
 
 from replay_rl.config import ConfigError, RunConfig
 from replay_rl.replay.limits import PacedLimiter, call_number, route
-from replay_rl.replay.pace_check import PaceSetting, find_stall, pace_setting, smallest_safe_capacity
+from replay_rl.replay.pace_check import (PaceSetting, find_stall, pace_setting, restore_run, restore_stalls,
+                                         smallest_safe_capacity)
 from replay_rl.replay.table import Table
 from tests.replay.helpers import make_batch
 
@@ -118,3 +119,52 @@ def test_the_checker_agrees_with_real_tables():
             assert real_run(s, int(stall.version) + 1, None) == stall.version, s
         seen[stall is None] += 1
     assert seen[True] and seen[False]  # both verdicts were cross-checked
+
+
+def test_a_restored_shard_is_credited_every_call_the_pace_may_have_started():
+    from replay_rl.replay.limits import Pace
+
+    # tiny_cpu's shape at μ·T/W = 3.2: R = 40 per step, fill 88, lead 40; 32 rollouts a call, 2 shards
+    pace = Pace(batch_size=128, replay_ratio=3.2, lead_steps=2, consumes_once=False, capacity=1280,
+                rollouts_per_call=32)
+    # sampling version 10, the learner published 10: budget 88 + 11·40 + 40 = 568, calls 0..17 (17·32 = 544 < 568)
+    assert pace.budget(10) == 568 and pace.started(10) == 18 * 32
+    restored = PacedLimiter(pace, 0, 2)
+    restored.record(inserts=200)                 # its snapshot's count; rollouts after it were lost
+    restored.recover(10)
+    assert restored.owed(10) == 264 and restored.inserts == 288   # half of 576, not half of the 528 owed
+    # version 11 is owed half of ⌈568⌉ = 284: paid without one more insert, as the lost lead was paid before
+    assert restored.can_sample(64, 11)
+    # crediting owed(10) only (the old rule): call 18 is the first made again and pays shard 0 its 16 of it, and
+    # version 11 waits for 284 with 264 + 16 = 280, for ever (no further call is allowed before that step)
+    assert 264 + 16 < restored.owed(11) and not pace.may_start(19, 32, 10)
+    # publishing every 2 steps: version 11 is sampled with weights of 10, so no more is credited than at 10
+    every2 = Pace(128, 3.2, 2, False, 1280, publish_every=2, rollouts_per_call=32)
+    # budget(10) = required(11) + lead = 88 + 12·40 + 40 = 608 = 19·32: calls 0..18, call 19 would start at 608
+    assert every2.started(11) == every2.started(10) == 19 * 32
+    assert PacedLimiter(every2, 1, 2).restore_credit(11) == 304
+
+
+def tiny() -> PaceSetting:
+    return pace_setting(RunConfig.load(None, []))  # the embedded default: configs/tiny_cpu.yaml
+
+
+def test_an_in_place_restore_at_any_step_cannot_stall_the_pace():
+    # the tiny_cpu numbers, a random shard restored from its live snapshot at each of 60 steps, twice, in random
+    # orders of calls, inserts in flight and samples: 120 runs; the old credit (owed(v) only) stalled 68 of 100
+    s = tiny()
+    assert (s.generators, s.shards, s.batch_size, s.capacity, s.rollouts_per_call) == (2, 2, 128, 1280, 32)
+    rng = np.random.default_rng(0)
+    stalls = [(at, stall) for at in range(60) for _ in range(2) if (stall := restore_run(s, 62, at, rng)) is not None]
+    assert stalls == []
+    assert restore_stalls(s, 100, 60, seed=1) == []
+    assert restore_stalls(s, 100, 60, seed=2, snapshot_every=1) == []
+    # resumed at step 30, the restore writes a live snapshot: a restart before step 50 finds that, not nothing
+    assert restore_stalls(s, 100, 60, seed=3, resumed_at=30) == []
+    assert restore_stalls(s, 100, 60, seed=3, resumed_at=30, snapshot_on_resume=False)  # the old gap stalls
+
+
+def test_the_restore_check_finds_the_old_credits_stall(monkeypatch):
+    monkeypatch.setattr(PacedLimiter, "recover", lambda self, v: setattr(self, "inserts", max(self.inserts,
+                                                                                              self.owed(v))))
+    assert len(restore_stalls(tiny(), 100, 60)) > 30
