@@ -52,7 +52,7 @@ def init_model(out: Path = typer.Argument(..., help="folder to write the HF mode
 def warmstart(src: Path = typer.Argument(..., help="HF model folder to start from (e.g. from init-model)"),
               out: Path = typer.Argument(..., help="folder to write the warm-started model into"),
               config: Optional[Path] = ConfigOpt, set_: Optional[List[str]] = SetOpt) -> None:
-    """Supervised warm start on task demonstrations until eval accuracy reaches warmstart.target_accuracy."""
+    """Supervised warm start on task demonstrations for warmstart.steps; writes its manifest (warmstart.json)."""
     from replay_rl.warmstart import warmstart as run
 
     cfg = _load(config, set_)

@@ -1,4 +1,4 @@
-"""pass@1 (greedy and sampled) and pass@k on a task's held-out split."""
+"""pass@1 (greedy and sampled) and pass@k for k = 2, 4, … up to the samples drawn, on a task's held-out split."""
 
 from __future__ import annotations
 
@@ -29,23 +29,44 @@ def encode_prompts(tokenizer, problems: Sequence[Problem]) -> list[np.ndarray]:
     return [np.asarray(tokenizer(p.prompt, add_special_tokens=False)["input_ids"], np.int32) for p in problems]
 
 
-def evaluate(backend: GenerationBackend, tokenizer, task: Task, *, n_problems: int, k: int, temperature: float,
+def ks_reported(n: int) -> list[int]:
+    """The k of each pass@k read off n samples: every power of two from 2 up to n, and n itself."""
+    return sorted({2 ** i for i in range(1, n.bit_length()) if 2 ** i <= n} | ({n} if n > 1 else set()))
+
+
+def chunks(problems: Sequence[Problem], batch: int):
+    return (problems[i:i + batch] for i in range(0, len(problems), batch))
+
+
+def greedy_scores(backend: GenerationBackend, tokenizer, task: Task, problems: Sequence[Problem],
+                  max_new_tokens: int, batch: int = 64) -> np.ndarray:
+    """(len(problems),) reward of each problem's greedy completion."""
+    return np.concatenate([score(task, tokenizer, chunk, backend.generate(
+        encode_prompts(tokenizer, chunk), SamplingParams(0.0, 1.0, max_new_tokens, 1)))[:, 0]
+        for chunk in chunks(problems, batch)])
+
+
+def greedy_accuracy(backend: GenerationBackend, tokenizer, task: Task, *, n_problems: int,
+                    max_new_tokens: int) -> float:
+    """Greedy pass@1 on the first n_problems of the held-out split: what a run reports as eval/pass@1."""
+    g = greedy_scores(backend, tokenizer, task, task.eval_problems()[:n_problems], max_new_tokens)
+    return float((g >= task.correct_threshold).mean())
+
+
+def evaluate(backend: GenerationBackend, tokenizer, task: Task, *, n_problems: int, n: int, temperature: float,
              max_new_tokens: int, batch: int = 64) -> dict[str, float]:
+    """Greedy pass@1, and from n samples per problem the sampled pass@1 and pass@k for each k of ks_reported(n)
+    (unbiased: one draw of n samples serves every k, so pass@2..pass@n cost no more than pass@n)."""
     problems = task.eval_problems()[:n_problems]
-    greedy, sampled = [], []
-    for i in range(0, len(problems), batch):
-        chunk = problems[i:i + batch]
-        prompts = encode_prompts(tokenizer, chunk)
-        greedy.append(score(task, tokenizer, chunk,
-                            backend.generate(prompts, SamplingParams(0.0, 1.0, max_new_tokens, 1))))
-        sampled.append(score(task, tokenizer, chunk,
-                             backend.generate(prompts, SamplingParams(temperature, 1.0, max_new_tokens, k))))
-    g, s = np.concatenate(greedy), np.concatenate(sampled)
+    g = greedy_scores(backend, tokenizer, task, problems, max_new_tokens, batch)
+    s = np.concatenate([score(task, tokenizer, chunk, backend.generate(
+        encode_prompts(tokenizer, chunk), SamplingParams(temperature, 1.0, max_new_tokens, n)))
+        for chunk in chunks(problems, batch)])
     correct = (s >= task.correct_threshold).sum(axis=1)
     return {
-        "pass@1": float((g[:, 0] >= task.correct_threshold).mean()),
+        "pass@1": float((g >= task.correct_threshold).mean()),
         "pass@1_sampled": float((s >= task.correct_threshold).mean()),
-        f"pass@{k}": float(np.mean([pass_at_k(k, int(c), k) for c in correct])),
+        **{f"pass@{k}": float(np.mean([pass_at_k(n, int(c), k) for c in correct])) for k in ks_reported(n)},
         "mean_reward_greedy": float(g.mean()),
         "eval_problems": float(len(problems)),
     }
@@ -53,6 +74,6 @@ def evaluate(backend: GenerationBackend, tokenizer, task: Task, *, n_problems: i
 
 def evaluate_for_run(backend: GenerationBackend, tokenizer, task: Task, cfg: RunConfig,
                      k: int | None = None) -> dict[str, float]:
-    """evaluate() with the run's eval settings (run.eval_prompts, run.eval_k, generation.eval_temperature)."""
-    return evaluate(backend, tokenizer, task, n_problems=cfg.run.eval_prompts, k=k or cfg.run.eval_k,
+    """evaluate() with the run's eval settings (run.eval_prompts, n = run.eval_k, generation.eval_temperature)."""
+    return evaluate(backend, tokenizer, task, n_problems=cfg.run.eval_prompts, n=k or cfg.run.eval_k,
                     temperature=cfg.generation.eval_temperature, max_new_tokens=cfg.generation.max_new_tokens)

@@ -1,4 +1,4 @@
-"""Shared fixtures: one warm-started tiny model per test session (real HF folder, ~30 s), one local Ray cluster."""
+"""Shared fixtures: one warm-started tiny model per test session (real HF folder, ~20 s), one local Ray cluster."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ import pytest
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")
-WARM_START_BOUND_S = 1800  # ~20 s idle here; 733 s was seen under load before threads were bounded
+WARM_START_BOUND_S = 1800  # ~20 s idle here (555 steps); 733 s was seen under load before threads were bounded
 # CI gives install and suite 90 min. Fixtures run outside pytest-timeout's per-test bound (timeout_func_only), so a
 # fixture that hangs would run into CI's limit silently (it did once, 90 min, on a stale torch build lock): past
 # this bound every thread's stack is printed and the session exits 1.
@@ -42,7 +42,10 @@ def tiny_cfg(tmp_path_factory):
     from replay_rl.config import RunConfig
 
     root = tmp_path_factory.mktemp("tiny")
-    return RunConfig.load(None, [f"model.path={root / 'warm'}", f"run.output_dir={root / 'run'}"])
+    # the default warm start, so runs of the default config accept its manifest; its end-of-build score on 300
+    # problems (not part of the model's identity) saves a second over 1000
+    return RunConfig.load(None, [f"model.path={root / 'warm'}", f"run.output_dir={root / 'run'}",
+                                 "warmstart.eval_prompts=300"])
 
 
 @pytest.fixture(scope="session")

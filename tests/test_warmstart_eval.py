@@ -1,24 +1,58 @@
+import json
+from pathlib import Path
+
 import pytest
 
-from replay_rl.evaluation import evaluate, pass_at_k
+from replay_rl.config import ConfigError, RunConfig
+from replay_rl.evaluation import evaluate, ks_reported, pass_at_k
 from replay_rl.generation.hf import HFBackend
 from replay_rl.models import load_tokenizer
 from replay_rl.tasks import make_task
+from replay_rl.warmstart import MANIFEST, build_settings, ensure_model, model_checksum, warmstart
 
 
 def test_pass_at_k_estimator():
     assert pass_at_k(4, 0, 1) == 0 and pass_at_k(4, 4, 4) == 1
     assert pass_at_k(4, 1, 1) == pytest.approx(0.25) and pass_at_k(4, 1, 2) == pytest.approx(0.5)
+    # every power of two up to the samples drawn, and the sample count itself (readers ask for pass@{eval_k})
+    assert ks_reported(1) == [] and ks_reported(4) == [2, 4] and ks_reported(16) == [2, 4, 8, 16]
+    assert ks_reported(12) == [2, 4, 8, 12]
 
 
-def test_warmstart_lifts_accuracy_from_zero(tiny_cfg, init_model, warm_model):
+def test_warmstart_lifts_accuracy_from_zero_and_writes_its_manifest(tiny_cfg, init_model, warm_model):
     task = make_task(tiny_cfg.task, tiny_cfg.task.split_seed)
     tok = load_tokenizer(init_model)
-    kw = dict(n_problems=100, k=4, temperature=1.0, max_new_tokens=tiny_cfg.generation.max_new_tokens)
+    kw = dict(n_problems=100, n=16, temperature=1.0, max_new_tokens=tiny_cfg.generation.max_new_tokens)
     before = evaluate(HFBackend(str(init_model)), tok, task, **kw)
     path, stats = warm_model
     after = evaluate(HFBackend(path), tok, task, **kw)
     assert before["pass@1"] <= 0.02
     assert 0.1 <= after["pass@1"] <= 0.6, after
-    assert stats["seconds"] < 240 and stats["eval_accuracy"] >= tiny_cfg.warmstart.target_accuracy
-    assert after["pass@4"] >= after["pass@1_sampled"]
+    # one draw of 16 samples per problem: pass@k rises with k, each from the same counts
+    assert after["pass@1_sampled"] <= after["pass@2"] <= after["pass@4"] <= after["pass@8"] <= after["pass@16"]
+    manifest = json.loads((Path(path) / MANIFEST).read_text())
+    assert manifest["steps"] == tiny_cfg.warmstart.steps and manifest["settings"] == build_settings(tiny_cfg)
+    assert manifest["sha256"] == model_checksum(path) and 0.1 <= manifest["eval_accuracy"] <= 0.6
+    assert stats["seconds"] < 240 and manifest["eval_problems"] == tiny_cfg.warmstart.eval_prompts
+    assert ensure_model(tiny_cfg) == Path(path)  # the same settings: the folder is reused as it is
+
+
+def test_a_warm_start_is_the_same_bits_twice(tiny_cfg, init_model, tmp_path):
+    cfg = RunConfig.load(None, ["warmstart.steps=8", "warmstart.eval_prompts=8"])
+    first = warmstart(cfg, init_model, tmp_path / "a", log=lambda *_: None)
+    second = warmstart(cfg, init_model, tmp_path / "b", log=lambda *_: None)
+    assert first["sha256"] == second["sha256"] == model_checksum(tmp_path / "b")
+
+
+def test_a_folder_warm_started_from_other_settings_is_refused_in_one_line(tmp_path):
+    folder = tmp_path / "warm"
+    folder.mkdir()
+    (folder / "config.json").write_text("{}")
+    built = RunConfig.load(None, ["warmstart.steps=300"])
+    (folder / MANIFEST).write_text(json.dumps({"settings": build_settings(built)}))
+    with pytest.raises(ConfigError) as e:
+        ensure_model(RunConfig.load(None, [f"model.path={folder}"]))
+    assert "\n" not in str(e.value) and f"warmstart.steps=300 (config: {RunConfig().warmstart.steps})" in str(e.value)
+    # no manifest (a pretrained model, a run's final_model): used as given
+    (folder / MANIFEST).unlink()
+    assert ensure_model(RunConfig.load(None, [f"model.path={folder}"])) == folder
