@@ -20,7 +20,7 @@ import uuid
 from dataclasses import dataclass
 from pathlib import Path
 
-from replay_rl.checkpoints import checkpoint_dir, is_checkpoint, resolve_resume, staging_dir
+from replay_rl.checkpoints import checkpoint_dir, clean_stale, is_checkpoint, resolve_resume, staging_dir, verify
 from replay_rl.config import ConfigError, RunConfig
 
 RUN_FILE = "run.json"
@@ -59,11 +59,15 @@ class FolderLock:
 
 
 def start_run(cfg: RunConfig, out: Path) -> RunStart:
-    """Under the folder's lock: which run this start is (check_folder), the folder cleared for run.overwrite, and
-    run.json written at the run's first start."""
+    """Under the folder's lock: which run this start is (check_folder), the folder cleared for run.overwrite, saves
+    that died cleaned up, the checkpoint to resume verified against its manifest (before anything unpickles it),
+    and run.json written at the run's first start."""
     run = check_folder(cfg, out)
     if cfg.run.overwrite:
         clear_run(out)
+    clean_stale(out)
+    if run.resume is not None:
+        verify(run.resume)
     if read_run_id(out) != run.run_id:
         out.mkdir(parents=True, exist_ok=True)
         (out / RUN_FILE).write_text(json.dumps({"run_id": run.run_id, "started": time.strftime("%Y-%m-%dT%H:%M:%S%z")}))
@@ -125,10 +129,14 @@ def read_run_id(folder: Path) -> str | None:
 
 
 def latest_own_checkpoint(out: Path, run_id: str) -> Path | None:
-    """The newest complete checkpoint this run saved in `out` (where a restart resumes)."""
+    """The newest complete checkpoint this run saved in `out` (where a restart resumes), verified against its
+    manifest: one changed since it was saved is refused rather than passed over for an older one."""
     root = out / "checkpoints"
     own = [p for p in root.glob("step_*") if is_checkpoint(p) and read_run_id(p) == run_id] if root.is_dir() else []
-    return max(own, key=lambda p: int(p.name.removeprefix("step_")), default=None)
+    newest = max(own, key=lambda p: int(p.name.removeprefix("step_")), default=None)
+    if newest is not None:
+        verify(newest)
+    return newest
 
 
 def save_checkpoint(roles, out: Path, step: int, ledger, run_id: str) -> Path:

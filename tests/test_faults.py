@@ -14,7 +14,7 @@ import time
 
 import pytest
 
-from replay_rl.checkpoints import STATE_FILE
+from replay_rl.checkpoints import STATE_FILE, write_manifest
 from replay_rl.config import RunConfig
 from replay_rl.metrics import read_metrics
 from replay_rl.replay.shard import pace_for
@@ -165,6 +165,7 @@ def test_resume_auto_continues_the_same_metrics_file(ray_cluster, warm_model, tm
     state = json.loads(state_file.read_text())
     state["ledger"]["k_inf"] -= 2 * run_cfg(path, out).generation.rollouts_per_call
     state_file.write_text(json.dumps(state))
+    write_manifest(state_file.parent)  # an edit by hand, adopted as `checkpoints trust` would
     # as if the run had died after step 4 but its last checkpoint is step 4: resume and run to 6
     final = train(run_cfg(path, out, "run.steps=6", "run.checkpoint_every=2", "run.eval_every=2",
                           "run.resume_from=auto"))

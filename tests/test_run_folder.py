@@ -11,7 +11,7 @@ import time
 
 import pytest
 
-from replay_rl.checkpoints import STATE_FILE
+from replay_rl.checkpoints import STATE_FILE, write_manifest
 from replay_rl.config import ConfigError, RunConfig
 from replay_rl.run_folder import LOCK_FILE, RUN_FILE, FolderLock, latest_own_checkpoint, read_run_id, start_run
 
@@ -30,6 +30,7 @@ def fake_run(out, run_id, steps=(2, 4)):
         ckpt.mkdir(parents=True)
         (ckpt / STATE_FILE).write_text(json.dumps({"step": step}))
         (ckpt / RUN_FILE).write_text(json.dumps({"run_id": run_id}))
+        write_manifest(ckpt)  # as commit() writes it: resume verifies it
     (out / "final_model").symlink_to(f"checkpoints/step_{steps[-1]}/hf_model")
 
 
@@ -78,6 +79,7 @@ def test_resume_continues_the_folders_run_and_never_adopts_another_silently(tmp_
     foreign.mkdir()
     (foreign / STATE_FILE).write_text("{}")
     (foreign / RUN_FILE).write_text(json.dumps({"run_id": "bbbb"}))
+    write_manifest(foreign)
     with pytest.raises(ConfigError, match=r"step_6' was saved by run bbbb, not by this folder's run aaaa"):
         start_run(cfg_for(tmp_path, "run.resume_from=auto"), tmp_path)
     assert latest_own_checkpoint(tmp_path, "aaaa").name == "step_4"  # where a restart of run aaaa resumes
