@@ -6,6 +6,7 @@ from typing import Annotated, Literal, Union
 
 from pydantic import Field
 
+from replay_rl.config.adaptive import TrustRegionConfig
 from replay_rl.config.base import _Section
 
 
@@ -18,6 +19,9 @@ class _LossCommon(_Section):
     correction_cap: float = Field(2.0, gt=1)
     """C of the correction: the truncation of tis, the band [1/C, C] of icepop and mis. Lower corrects more and
     keeps less data (see correction/ess)."""
+    trust_region: TrustRegionConfig | None = None
+    """Mask rollouts whose importance ratios left a trust region (M2 or ESS bound; learner/trust_region.py), on
+    top of the correction. None: off (paper)."""
 
 
 class GrpoLossConfig(_LossCommon):

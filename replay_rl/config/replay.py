@@ -4,8 +4,9 @@ from __future__ import annotations
 
 from typing import Annotated, Literal, Union
 
-from pydantic import Field
+from pydantic import Field, model_validator
 
+from replay_rl.config.adaptive import CapacityScheduleConfig, ReuseControllerConfig
 from replay_rl.config.base import _Section
 
 
@@ -43,6 +44,18 @@ class _ReplayCommon(_Section):
     None: no live snapshots, and a shard that dies ends the run (resume from a checkpoint)."""
     sample_timeout_s: float = Field(300.0, gt=0)
     """A learner waiting longer than this for enough data fails with the reason it waited."""
+    capacity_schedule: CapacityScheduleConfig | None = None
+    """Shrink the window each shard samples from over the run, toward the freshest final_capacity (reuse fades).
+    None: off (paper)."""
+    reuse_controller: ReuseControllerConfig | None = None
+    """Scale the window each shard samples from by a per-step signal (a gradient-norm spike shrinks it). None: off."""
+
+    @model_validator(mode="after")
+    def _window_needs_a_buffer(self) -> "_ReplayCommon":
+        if self.type == "lifo_once" and (self.capacity_schedule or self.reuse_controller):
+            raise ValueError("capacity_schedule and reuse_controller narrow what a buffer samples from; lifo_once "
+                             "takes the freshest rollouts anyway")
+        return self
 
 
 class FifoReplayConfig(_ReplayCommon):

@@ -13,6 +13,7 @@ import torch
 
 from replay_rl.config import AsymreLossConfig, GrpoLossConfig
 from replay_rl.learner.corrections import correction_weights
+from replay_rl.learner.trust_region import trust_region_weights
 
 
 @dataclass
@@ -57,6 +58,19 @@ def _token_mean(x: torch.Tensor, inp: LearnerInputs) -> torch.Tensor:
     return (x * inp.loss_mask).sum() / max(count, 1.0)
 
 
+def token_weights(cfg: GrpoLossConfig | AsymreLossConfig, logp: torch.Tensor, inp: LearnerInputs
+                  ) -> tuple[torch.Tensor, dict[str, float]]:
+    """The (B, T) weights (no grad) on the loss terms: the off-policy correction's, times the trust region's
+    rollout mask when one is configured; and their stats."""
+    m = inp.loss_mask
+    log_ratio = (logp - inp.old_logprobs) * m
+    w, stats = correction_weights(cfg.correction, cfg.correction_cap, log_ratio, m)
+    if cfg.trust_region is None:
+        return w, stats
+    keep, trust = trust_region_weights(cfg.trust_region.max_m2, cfg.trust_region.min_ess, log_ratio, m)
+    return w * keep, stats | trust
+
+
 def grpo_loss(cfg: GrpoLossConfig, logp: torch.Tensor, inp: LearnerInputs) -> tuple[torch.Tensor, dict[str, float]]:
     """−mean of min(ρ·A, clip(ρ, 1−ε_low, 1+ε_high)·A), ρ = π_θ(token) / π_behaviour(token), no KL; the mean is
     cfg.aggregation's (a token mean by default)."""
@@ -65,7 +79,7 @@ def grpo_loss(cfg: GrpoLossConfig, logp: torch.Tensor, inp: LearnerInputs) -> tu
     adv = inp.advantages[:, None]                             # (B, 1) broadcast over tokens
     unclipped = ratio * adv
     clipped = torch.clamp(ratio, 1 - cfg.eps_low, 1 + cfg.eps_high) * adv
-    w, corr = correction_weights(cfg.correction, cfg.correction_cap, (logp - inp.old_logprobs) * m, m)
+    w, corr = token_weights(cfg, logp, inp)
     terms = torch.minimum(unclipped, clipped) * w
     if cfg.aggregation == "seq_mean":
         count = inp.rollout_count if inp.rollout_count is not None else len(inp.rewards)
@@ -82,8 +96,7 @@ def grpo_loss(cfg: GrpoLossConfig, logp: torch.Tensor, inp: LearnerInputs) -> tu
 def asymre_loss(cfg: AsymreLossConfig, logp: torch.Tensor, inp: LearnerInputs) -> tuple[torch.Tensor, dict[str, float]]:
     """REINFORCE with a shifted group baseline, no ratio. seq_sum (the paper): −mean over rollouts of
     (r − (V̂ + δV))·Σ_t log π_θ(token); token_mean: −token-mean of (r − (V̂ + δV))·log π_θ(token)."""
-    w, corr = correction_weights(cfg.correction, cfg.correction_cap, (logp - inp.old_logprobs) * inp.loss_mask,
-                                 inp.loss_mask)
+    w, corr = token_weights(cfg, logp, inp)
     weight = (inp.rewards - (inp.baselines + cfg.baseline_shift))[:, None] * w
     if cfg.aggregation == "seq_sum":
         count = inp.rollout_count if inp.rollout_count is not None else len(inp.rewards)

@@ -31,6 +31,7 @@ class SampleInfo:
     ages: np.ndarray
     reuse: np.ndarray
     since_last_use: np.ndarray
+    rules: dict[str, float] = field(default_factory=dict)  # the adaptive reuse rules' signals and actions (shard)
 
 
 @dataclass
