@@ -50,7 +50,7 @@ class MetricsSink:
 
 def namespaced(prefix: str, values: dict) -> dict:
     """Metric keys as `prefix/name` (batch/, buffer/, ledger/, sync/); a key that already names its namespace
-    (mismatch/abs_mean, correction/ess) keeps it."""
+    (mismatch/abs_mean, correction/ess, the adaptive rules' reuse/capacity and trust/m2) keeps it."""
     return {k if "/" in k else f"{prefix}/{k}": v for k, v in values.items()}
 
 

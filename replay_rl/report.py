@@ -1,5 +1,6 @@
 """Pictures of one or more runs, from the files a run writes (metrics.jsonl, replay_stats.json, config.json):
-accuracy, the learner's batch statistics, the buffer's age and reuse, the compute ledger and weight sync.
+accuracy, the learner's batch statistics, the buffer's age and reuse, the compute ledger and weight sync, and
+(rules.png) the adaptive reuse rules' signals and actions when a run used any.
 Several runs share axes, labelled by their folder names. `replay-rl report` and the end of `train` call this."""
 
 from __future__ import annotations
@@ -13,6 +14,13 @@ import numpy as np
 from replay_rl.metrics import read_metrics
 
 PLOTS = ("accuracy.png", "learner.png", "buffer.png", "ledger.png")
+# the adaptive reuse rules' signals and actions (rules.png), drawn when a run logged any of them
+RULE_PANELS = (("reuse/capacity|reuse/schedule_capacity", "train", "sampling window (rollouts, all shards)"),
+               ("reuse/grad_norm|reuse/entropy_drop", "train", "controller signal"),
+               ("reuse/signal_z", "train", "signal z-score vs recent calm steps"),
+               ("reuse/controller_scale|reuse/controller_action", "train", "controller scale; action −1/0/+1"),
+               ("trust/m2|trust/m2_max", "train", "trust region: mean (log ρ)², largest rollout's"),
+               ("trust/masked_fraction|trust/ess", "train", "trust region: masked token share; rollout ESS"))
 
 
 @dataclass
@@ -96,6 +104,9 @@ def write_report(run_dirs: list[str | Path], out: str | Path) -> list[Path]:
                         ("buffer/replay_ratio", "train", "replay ratio (samples / inserts)"),
                         ("ledger/mu|ledger/gamma", "train", "μ and γ = (1+W/T)/(1+μ)"),
                         ("sync/publish_s", "train", "weight publish (s)")], "compute ledger and weight sync")
+    rules = [p for p in RULE_PANELS if any(run.series(key)[0].size for run in runs for key in p[0].split("|"))]
+    if rules:
+        grid("rules.png", rules, "adaptive reuse rules: signals and actions")
     return written
 
 

@@ -30,3 +30,19 @@ def test_namespaces_keep_the_batch_age_apart_from_the_buffer_age():
     assert all(k.split("/")[0] in {"batch", "buffer", "ledger", "sync", "mismatch"} for k in record)
     # K_inf and K_train have one name each, the ledger's: the buffer does not repeat its inserts and samples
     assert not any(k.endswith(("/inserts", "/samples")) for k in record)
+
+
+def test_the_adaptive_rules_keys_keep_their_own_namespaces_beside_the_learners():
+    import torch
+
+    from replay_rl.config import RunConfig
+    from replay_rl.learner.trust_region import trust_region_weights
+    from replay_rl.replay.reuse_window import ReuseWindow
+
+    window = ReuseWindow(RunConfig.load(None, ["replay.capacity_schedule={}", "replay.reuse_controller={}"]))
+    rules = window.observe(3, {"grad_norm": 1.0, "entropy": 0.5})
+    _, trust = trust_region_weights(0.1, 0.5, torch.zeros(1, 2), torch.ones(1, 2))
+    learner = {"age_mean": 2.0, "reuse_mean": 1.5, "grad_norm": 1.0, **rules, **trust}
+    record = merge_disjoint(namespaced("batch", learner), namespaced("buffer", {"age_mean": 1.0}))
+    assert {k.split("/")[0] for k in rules} == {"reuse"} and {k.split("/")[0] for k in trust} == {"trust"}
+    assert (rules.keys() | trust.keys()) <= record.keys() and "batch/reuse_mean" in record

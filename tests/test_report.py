@@ -49,3 +49,18 @@ def test_report_cli_defaults_to_the_run_folder_and_rejects_a_non_run(tmp_path):
     bad = subprocess.run([sys.executable, "-m", "replay_rl.cli", "report", str(tmp_path)], capture_output=True,
                          text=True)
     assert bad.returncode == 2 and bad.stderr.strip().count("\n") == 0 and "no metrics.jsonl" in bad.stderr
+
+
+
+def test_a_run_that_used_an_adaptive_rule_also_draws_its_signals_and_actions(tmp_path):
+    fake_run(tmp_path / "plain", 0.005)
+    fake_run(tmp_path / "ruled", 0.005)
+    sink = MetricsSink(tmp_path / "ruled")  # appends: steps 41.. carry the rules' keys
+    for step in range(41, 51):
+        sink.log(step, "train", {"reuse/capacity": 1280.0 - 100 * (step - 41), "reuse/controller_scale": 1.0,
+                                 "trust/m2": 0.01 * step, "trust/masked_fraction": 0.1})
+    sink.close()
+    assert sorted(p.name for p in write_report([tmp_path / "plain"], tmp_path / "a")) == sorted(PLOTS)
+    paths = write_report([tmp_path / "plain", tmp_path / "ruled"], tmp_path / "b")
+    assert sorted(p.name for p in paths) == sorted([*PLOTS, "rules.png"])
+    assert (tmp_path / "b" / "rules.png").stat().st_size > 10_000
