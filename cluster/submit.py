@@ -6,6 +6,8 @@ The config is validated here first (a bad one fails in one line before anything 
 uploaded as the job's working_dir, so every actor imports this checkout's replay_rl. Ray 2.60 has token auth on:
 the token comes from RAY_AUTH_TOKEN or ~/.ray/auth_token (`ray get-auth-token` prints it on the head), and the CLI
 only sends it with RAY_AUTH_MODE=token, which this script sets unless you set it yourself.
+Secrets for the job: `--env NAME` (no value) takes NAME's value from this environment, so it never appears on a
+command line (`ps`); the runtime env reaches `ray job submit` in a file readable by you only.
 Metrics and checkpoints go to run.output_dir *on the node that runs the driver* (the head): give an absolute path
 on a shared filesystem for multi-node runs.
 """
@@ -32,6 +34,7 @@ AGENT_RETRIES = 60
 # the `ray` command installed beside this interpreter (a venv's, even when not activated), else the one on PATH
 RAY = str(Path(sys.executable).with_name("ray")) if Path(sys.executable).with_name("ray").exists() else "ray"
 EXCLUDES = [".git", ".venv", "venv", "runs", "build", ".pytest_cache", "**/__pycache__", "*.egg-info"]
+ENV_MARKERS = ("pyvenv.cfg", "conda-meta")  # what makes a folder a virtual or conda environment
 
 
 def package(submission_id: str, into: Path) -> Path:
@@ -40,10 +43,15 @@ def package(submission_id: str, into: Path) -> Path:
     seconds later imported from the folder being deleted (ModuleNotFoundError: replay_rl.replay.shard, seen when
     a failed run's resume was submitted at once)."""
     copy = into / "checkout"
-    skip = shutil.ignore_patterns(*(e.removeprefix("**/") for e in EXCLUDES))
-    shutil.copytree(ROOT, copy, symlinks=True, ignore=skip)
+    shutil.copytree(ROOT, copy, symlinks=True, ignore=skipped)
     (copy / ".submission").write_text(submission_id + "\n")
     return copy
+
+
+def skipped(folder: str, names: list[str]) -> set[str]:
+    """What package() leaves out of `folder`: EXCLUDES, and a virtual environment under any name (.venv-gpu, env)."""
+    by_name = shutil.ignore_patterns(*(e.removeprefix("**/") for e in EXCLUDES))(folder, names)
+    return by_name | {n for n in names if any((Path(folder, n) / m).exists() for m in ENV_MARKERS)}
 
 
 def runtime_env(pip: list[str], env: dict[str, str], working_dir: Path = ROOT) -> dict:
@@ -63,12 +71,28 @@ def config_in_checkout(config: str) -> Path:
         raise SystemExit(f"submit: --config {config} must live inside the repository (it is uploaded with it)")
 
 
-def build_command(args: argparse.Namespace, working_dir: Path = ROOT) -> list[str]:
+def job_env(items: list[str], environ: dict[str, str]) -> dict[str, str]:
+    """--env items: NAME=VALUE, or NAME alone for NAME's value in this environment (kept off command lines)."""
+    env = {}
+    for item in items:
+        name, sep, value = item.partition("=")
+        if not name.isidentifier():
+            raise SystemExit(f"submit: --env {item!r}: expected NAME=VALUE, or NAME to pass this environment's value")
+        if not sep and name not in environ:
+            raise SystemExit(f"submit: --env {name}: {name} is not set here; export it first, or give --env {name}=VALUE")
+        env[name] = value if sep else environ[name]
+    return env
+
+
+def build_command(args: argparse.Namespace, working_dir: Path, env: dict[str, str]) -> list[str]:
+    """The `ray job submit` command. Its runtime env (with the job's env values) goes in a file beside the package,
+    readable by its owner only: on the command line `ps` would show every value to every user of the host."""
     rel = config_in_checkout(args.config)
     entry = ["python", "-m", "replay_rl.cli", "train", "-c", str(rel)] + [a for s in args.set for a in ("-s", s)]
-    env = dict(kv.split("=", 1) for kv in args.env)
-    cmd = [RAY, "job", "submit", "--address", args.address,
-           "--runtime-env-json", json.dumps(runtime_env(args.pip, env, working_dir))]
+    spec = working_dir.parent / "runtime_env.yaml"
+    spec.touch(mode=0o600)
+    spec.write_text(json.dumps(runtime_env(args.pip, env, working_dir)))  # JSON is YAML
+    cmd = [RAY, "job", "submit", "--address", args.address, "--runtime-env", str(spec)]
     if args.submission_id:
         cmd += ["--submission-id", args.submission_id]
     if args.no_wait:
@@ -97,10 +121,12 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--config", "-c", required=True, help="YAML config inside this repository")
     ap.add_argument("--set", "-s", action="append", default=[], help="dotted override (repeatable)")
     ap.add_argument("--pip", action="append", default=[], help="extra pip requirement for the job (repeatable)")
-    ap.add_argument("--env", action="append", default=[], help="KEY=VALUE for the job (repeatable)")
+    ap.add_argument("--env", action="append", default=[], help="NAME=VALUE for the job, or NAME to pass this "
+                    "environment's value without it showing on a command line (repeatable)")
     ap.add_argument("--submission-id", default=None)
     ap.add_argument("--no-wait", action="store_true", help="return once submitted")
     args = ap.parse_args(argv)
+    env_vars = job_env(args.env, dict(os.environ))  # before anything else: a bad --env is one line
     args.submission_id = args.submission_id or f"replay-rl-{time.strftime('%Y%m%d-%H%M%S')}-{os.getpid()}"
     try:
         cfg = RunConfig.load(args.config, args.set)
@@ -115,7 +141,7 @@ def main(argv: list[str] | None = None) -> int:
     env = {"RAY_AUTH_MODE": "token", **os.environ}
     config_in_checkout(args.config)  # checked before anything is copied
     with tempfile.TemporaryDirectory(prefix="replay-rl-submit-") as tmp:
-        command = build_command(args, package(args.submission_id, Path(tmp)))
+        command = build_command(args, package(args.submission_id, Path(tmp)), env_vars)
         for attempt in range(AGENT_RETRIES):
             proc = subprocess.run(command, capture_output=True, text=True, env=env)
             # a freshly started head answers before its job agent is up; Ray says to try again later
