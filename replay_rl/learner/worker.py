@@ -39,11 +39,13 @@ class LearnerRankImpl(LearnerEngine):
         while the weights publish."""
         batch, info, wait = self.draws.take(consumer_version)
         metrics = self.train_on(batch, fresh=info.ages == 0)
+        self.draws.feedback = {"grad_norm": metrics["grad_norm"], "entropy": metrics["entropy"]}
         if draw_ahead:
             self.draws.ahead(consumer_version + 1)
-        return metrics | {"sample_wait_s": wait, "age_mean": float(info.ages.mean()), "age_max": float(info.ages.max()),
-                          "reuse_mean": float(info.reuse.mean()), "reward_mean": float(batch.reward.mean()),
-                          "completion_len": float(np.diff(batch.completion_offsets).mean())}
+        return metrics | info.rules | {
+            "sample_wait_s": wait, "age_mean": float(info.ages.mean()), "age_max": float(info.ages.max()),
+            "reuse_mean": float(info.reuse.mean()), "reward_mean": float(batch.reward.mean()),
+            "completion_len": float(np.diff(batch.completion_offsets).mean())}
 
     def join_weight_group(self, host: str, port: int, world_size: int) -> None:
         """Rank 0 only: become rank 0 of the broadcast group to the generators (sync.type=nccl)."""

@@ -112,6 +112,7 @@ class ShardDraws:
     def __init__(self, shard, batch_size: int) -> None:
         self.shard, self.n = shard, batch_size
         self.pending: tuple[int, object] | None = None  # (consumer version, its sample call in flight)
+        self.feedback: dict[str, float] = {}  # the rank's last step, sent with each sample call (reuse controller)
 
     def take(self, consumer_version: int) -> tuple[RolloutBatch, SampleInfo, float]:
         """The batch for `consumer_version` (the one asked ahead, or asked now), its sample info and the seconds
@@ -120,8 +121,9 @@ class ShardDraws:
         pending, self.pending = self.pending, None
         if pending and pending[0] != consumer_version:  # its draw would be lost (consume-once) or a use counted
             raise RuntimeError(f"asked ahead for consumer version {pending[0]}, taken for {consumer_version}")
-        batch, info = ray.get(pending[1] if pending else self.shard.sample.remote(self.n, consumer_version))
+        batch, info = ray.get(pending[1] if pending else self.shard.sample.remote(self.n, consumer_version,
+                                                                                   self.feedback))
         return batch, info, time.perf_counter() - t0
 
     def ahead(self, consumer_version: int) -> None:
-        self.pending = (consumer_version, self.shard.sample.remote(self.n, consumer_version))
+        self.pending = (consumer_version, self.shard.sample.remote(self.n, consumer_version, self.feedback))

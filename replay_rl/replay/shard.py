@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import time
+from dataclasses import replace
 from pathlib import Path
 
 import ray
@@ -12,6 +13,7 @@ from replay_rl.config import RunConfig
 from replay_rl.replay.live import LiveSnapshots, drop_keys
 from replay_rl.replay.snapshot import read_snapshot, write_snapshot
 from replay_rl.replay.limits import Pace
+from replay_rl.replay.reuse_window import window_for, with_window
 from replay_rl.replay.table import SampleInfo, TableStats, table_from_config
 from replay_rl.rollout import RolloutBatch
 
@@ -29,14 +31,16 @@ class ReplayShardImpl:
     def __init__(self, cfg: RunConfig, shard_id: int, reconstructed: bool = False) -> None:
         """reconstructed: Ray is restarting this shard after it died; it restores its newest live snapshot."""
         self.shard_id, self.timeout_s = shard_id, cfg.replay.sample_timeout_s
-        # what the table's contents depend on; how often or how long it waits does not
-        replay = cfg.replay.model_dump(mode="json", exclude={"snapshot_every_steps", "sample_timeout_s"})
+        # what the table's contents depend on; how often or how long it waits, or which of them it samples, does not
+        replay = cfg.replay.model_dump(mode="json", exclude={"snapshot_every_steps", "sample_timeout_s",
+                                                             "capacity_schedule", "reuse_controller"})
         self._settings = {"replay": replay, "shard_capacity": cfg.shard_capacity,
                           "shard_id": shard_id, "shards": cfg.cluster.learners}
         tolerance = cfg.rate_limit_tolerance  # derived once: exploring the limiter's states is not free
-        self._make_table = lambda: table_from_config(
+        self.window = window_for(cfg)  # the adaptive reuse rules' sampling window; None: the rules are off
+        self._make_table = lambda: with_window(table_from_config(
             cfg.replay, cfg.shard_capacity, seed=cfg.run.seed * 1000 + shard_id, key_offset=shard_id,
-            key_stride=cfg.cluster.learners, pace=pace_for(cfg), tolerance=tolerance)
+            key_stride=cfg.cluster.learners, pace=pace_for(cfg), tolerance=tolerance), self.window)
         self.table = self._make_table()
         self._cond: asyncio.Condition | None = None
         self.wait_s = {"insert": 0.0, "sample": 0.0}
@@ -82,8 +86,12 @@ class ReplayShardImpl:
             cond.notify_all()
         return len(batch)
 
-    async def sample(self, n: int, consumer_version: int) -> tuple[RolloutBatch, SampleInfo]:
+    async def sample(self, n: int, consumer_version: int, feedback: dict[str, float] | None = None
+                     ) -> tuple[RolloutBatch, SampleInfo]:
+        """feedback: the learner rank's previous step (grad_norm, entropy), which the reuse controller reads; the
+        returned SampleInfo.rules carries the rules' signals and actions for the rank to log."""
         cond, self.asked = self._condition(), consumer_version
+        rules = self.window.observe(consumer_version, feedback or {}) if self.window else {}
         async with cond:
             if self._recovering:
                 self.table.limiter.recover(consumer_version)
@@ -93,8 +101,9 @@ class ReplayShardImpl:
                                  lambda: self.table.why_blocked(n, consumer_version))
             if self.live.due(consumer_version):  # taken while n items are eligible: a restore can serve a batch
                 self.live.write(consumer_version, *self.table.state(), self._settings)
-            out = self.table.sample(n, consumer_version)
-            self.live.served(out[1].keys)
+            batch, info = self.table.sample(n, consumer_version)
+            out = batch, replace(info, rules=rules)
+            self.live.served(info.keys)
             self.served = consumer_version
             cond.notify_all()  # a rate-limited insert may proceed now
         return out
