@@ -79,7 +79,8 @@ def job_env(items: list[str], environ: dict[str, str]) -> dict[str, str]:
         if not name.isidentifier():
             raise SystemExit(f"submit: --env {item!r}: expected NAME=VALUE, or NAME to pass this environment's value")
         if not sep and name not in environ:
-            raise SystemExit(f"submit: --env {name}: {name} is not set here; export it first, or give --env {name}=VALUE")
+            raise SystemExit(f"submit: --env {name}: {name} is not set here; export it first, or give "
+                             f"--env {name}=VALUE")
         env[name] = value if sep else environ[name]
     return env
 

@@ -3,6 +3,7 @@
 import hashlib
 import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -268,6 +269,7 @@ def test_checkpoint_resumes_same_step_weights_and_buffer(ray_cluster, warm_model
     ckpt = tmp_path / "ck" / "checkpoints" / "step_3"
     saved = load_file(str(ckpt / "hf_model" / "model.safetensors"))
     manifests = [json.loads((ckpt / "replay" / f"shard_{i}" / "manifest.json").read_text()) for i in range(2)]
+    assert_real_checkpoint_is_verified(ckpt, tmp_path / "copies")
     resumed_cfg = run_cfg(path, tmp_path / "ck2", "run.steps=3", f"run.resume_from={ckpt}")
     roles = build(resumed_cfg, str(Path(path).resolve()))
     try:
@@ -281,6 +283,26 @@ def test_checkpoint_resumes_same_step_weights_and_buffer(ray_cluster, warm_model
         assert [s.inserts for s in stats] == [m["counters"]["stats"]["inserts"] for m in manifests]
     finally:
         roles.shutdown()
+
+
+def assert_real_checkpoint_is_verified(ckpt: Path, copies: Path) -> None:
+    """The DeepSpeed files of a real save are in its manifest; a changed one, or a pickle planted beside them, is
+    refused by the start that would resume it (before Ray, before any load), in one line naming the file."""
+    from replay_rl.checkpoints import MANIFEST, verify
+    from replay_rl.run_folder import start_run
+
+    listed = json.loads((ckpt / MANIFEST).read_text())["sha256"]
+    assert {"latest", "step_3/mp_rank_00_model_states.pt", "step_3/zero_pp_rank_1_mp_rank_00_optim_states.pt",
+            "zero_to_fp32.py"} <= set(listed)
+    verify(ckpt)
+    for name, change in (("step_3/mp_rank_00_model_states.pt", lambda f: f.write_bytes(f.read_bytes()[:-1] + b"x")),
+                         ("step_3/zero_pp_rank_2_mp_rank_00_optim_states.pt", lambda f: torch.save({}, f))):
+        copy = copies / name.replace("/", "_") / "step_3"
+        shutil.copytree(ckpt, copy)
+        change(copy / name)
+        cfg = RunConfig.load(None, [f"run.output_dir={copies / 'out'}", f"run.resume_from={copy}"])
+        with pytest.raises(ConfigError, match=rf"^checkpoint {copy} refused: {name} (does not match|is not listed)"):
+            start_run(cfg, copies / "out")
 
 
 @pytest.mark.parametrize("correction", ["tis", "icepop", "mis"])
