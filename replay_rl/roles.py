@@ -4,7 +4,6 @@ launch.py builds them."""
 
 from __future__ import annotations
 
-import json
 import sys
 import time
 from dataclasses import dataclass, field
@@ -14,31 +13,19 @@ import ray
 from ray.exceptions import ActorDiedError, ActorUnavailableError, GetTimeoutError, RayActorError
 
 from replay_rl.accounting import ComputeLedger
-from replay_rl.checkpoints import STATE_FILE, checkpoint_dir, commit, staging_dir
+from replay_rl import deadlines
 from replay_rl.config import RunConfig
-from replay_rl.generation.generator import Generator, calls_dealt
+from replay_rl.failures import RunFailed, resume_hint
+from replay_rl.generation.generator import Generator
 from replay_rl.generation.reports import GeneratorStats
 from replay_rl.health import PROBE_S, Hung, NoAnswer, first_error, hung_roles, node_of, one_line, probe_all
 from replay_rl.learner.agreement import agreement_problem
 from replay_rl.learner.group import LearnerGroup
 from replay_rl.replay.client import ReplayClient, shard_restarts
 from replay_rl.replay.table import TableStats
+from replay_rl.supervision import Phase, dead_role, death_of, numbered
 
-
-class RunFailed(RuntimeError):
-    """The run cannot go on; the message is one line naming the role and the cause. `death` names an actor that
-    died or hung (a learner rank, a shard past its restarts, a generator in a broadcast group): restarting every
-    role from the newest checkpoint recovers that (run.max_restarts). Other causes (a rule that stalls, a failing
-    reward) would recur. `where` is the dead run's placement, from which a failed restart names lost nodes."""
-
-    def __init__(self, message: str, death: str | None = None, where: dict | None = None) -> None:
-        super().__init__(message)
-        self.death = death
-        self.where = where or {}
-
-
-def resume_hint(output_dir) -> str:
-    return f"resume with run.resume_from=auto (newest checkpoint in {output_dir})"
+__all__ = ["GeneratorSlot", "Roles", "RunFailed", "resume_hint", "spawn_generator"]
 
 
 @dataclass
@@ -82,8 +69,9 @@ class Roles:
         actors = {f"generator {i}": a for i, a in enumerate(self.generators)}
         actors |= {f"learner rank {i}": r for i, r in enumerate(self.learners.ranks)}
         actors |= {f"replay shard {i}": s for i, s in enumerate(self.replay.shards)}
-        node_ids = ray.get([a.__ray_call__.remote(lambda _: ray.get_runtime_context().get_node_id())
-                            for a in actors.values()], timeout=self.cfg.run.start_timeout_s)
+        node_ids = Phase(self, "start", self.cfg.run.start_timeout_s, "run.start_timeout_s").wait(
+            [a.__ray_call__.remote(lambda _: ray.get_runtime_context().get_node_id()) for a in actors.values()],
+            list(actors))
         offers = {n["NodeID"]: {k: v for k, v in n["Resources"].items() if not k.startswith(("node:", "CPU", "GPU",
                                                                                           "memory", "object_store"))}
                   for n in ray.nodes()}
@@ -105,8 +93,8 @@ class Roles:
             if not waiting:
                 try:
                     metrics = self.learners.gather_step(pending)
-                except Exception:  # noqa: BLE001 - named below: the dead rank, else the first error
-                    raise self._step_failure(pending) from None
+                except Exception as e:  # noqa: BLE001 - named below: the dead rank, else the first error
+                    raise self._step_failure(pending) from e
                 if consumer_version == 0:  # every rollout is fresh: the start-up agreement check
                     self._check_agreement(metrics)
                 # asked now, answered while the weights publish: one wait fewer on the step's critical path
@@ -130,8 +118,8 @@ class Roles:
     def _check_ranks(self, ready: list, pending: list) -> None:
         try:
             ray.get(ready)
-        except Exception:  # noqa: BLE001 - a survivor's error is a symptom; name the dead rank if there is one
-            raise self._step_failure(pending) from None
+        except Exception as e:  # noqa: BLE001 - a survivor's error is a symptom; name the dead rank if there is one
+            raise self._step_failure(pending) from e
 
     def _step_failure(self, pending: list) -> RunFailed:
         """Name the member that died, not the survivors' symptom (a closed gloo connection, a failed sample)."""
@@ -158,17 +146,7 @@ class Roles:
         return None
 
     def publish(self, version: int) -> dict[str, float]:
-        """learners.publish, its failure named: under sync.type=nccl a generator that dies mid-broadcast fails rank
-        0's send with a closed connection, and the line names that generator, not the symptom."""
-        try:
-            return self.learners.publish(version=version)
-        except Exception as e:  # noqa: BLE001 - named below
-            answers = probe_all([s.actor.pid.remote() for s in self.slots])
-            gone = [i for i, a in enumerate(answers) if a == "dead"]
-            if gone:
-                raise self.died(f"generator {gone[0]} died during the weight publish of version {version}") from None
-            failed = RunFailed(f"weight publish of version {version} failed: {one_line(e)}")
-            raise self.dead_member() or failed from None
+        return deadlines.publish(self, version)
 
     def recover_hung(self, consumer_version: int) -> None:
         """Kill and recover each role that does not answer once a step stalled, as its death would be recovered;
@@ -181,7 +159,7 @@ class Roles:
             self.recover(hung, f"did not answer in {r.hung_probe_s:g}s after {r.stall_timeout_s:g}s without a "
                          "learner step")
         except RunFailed as e:
-            raise RunFailed(f"{line}; {e}", e.death, e.where) from None
+            raise RunFailed(f"{line}; {e}", e.death, e.where) from e
 
     def recover(self, hung: Hung, cause: str, generator_cause: str | None = None) -> None:
         """Recover the hung shards and generators as their deaths would be; hung learner ranks are a death."""
@@ -224,11 +202,13 @@ class Roles:
                 continue
             try:
                 ray.get(s.run)
-            except (ActorDiedError, ActorUnavailableError):
-                self.recover_generator(i, "died")
-                continue
+            except (ActorDiedError, ActorUnavailableError) as e:
+                if dead_role(e, self) in (None, f"generator {i}"):  # its own death, not one its call saw
+                    self.recover_generator(i, "died")
+                    continue
+                raise self.dead_member() or death_of(self, e) from e  # a shard, the board: named, not this one
             except Exception as e:  # noqa: BLE001 - an insert into a dead shard lands here first
-                raise self.dead_member() or RunFailed(f"generator {i} failed: {one_line(e)}") from None
+                raise self.dead_member() or RunFailed(f"generator {i} failed: {one_line(e)}") from e
             raise RunFailed(f"generator {i} stopped on its own; see its log")
 
     def replace_generator(self, i: int) -> None:
@@ -239,7 +219,8 @@ class Roles:
         # second replacement or a resume, a burst that inflated K_inf)
         # (max: a report of the actor before may still arrive after its replacement started)
         calls = max(s.stats.calls, s.first_call) if s.stats else s.first_call
-        ray.get(self.reports.forget.remote(i), timeout=PROBE_S)  # before the replacement reports: none is lost
+        # before the replacement reports: none is lost
+        deadlines.recovered(self, [self.reports.forget.remote(i)], ["generator reports"], f"generator {i}")
         self.reports_asked = None  # an answer asked before the forget would bring the old actor's numbers back
         s.actor = spawn_generator(self.cfg, i, self.model_path, self.replay.shards, self.board, self.reports, calls)
         s.run, s.stats, s.first_call = s.actor.run.remote(), None, calls
@@ -284,23 +265,15 @@ class Roles:
             self.recover(Hung(silent, tuple(i for i, g in enumerate(gens) if isinstance(g, NoAnswer))),
                          f"did not answer a stats call in {bound:g}s",
                          f"did not answer in {probe:g}s beside a hung shard")
+            return self.replay.stats(deadlines.recovered(self, refs, numbered("replay shard", len(refs)),
+                                                         ", ".join(f"replay shard {i}" for i in silent)))
         return self.replay.stats(ray.get(refs))
 
     def start_eval(self, step: int, ledger_row: dict) -> list[tuple[int, dict]]:
-        """Publish the current weights to the evaluator's own board and score them there while learning goes on.
-        The previous eval is finished first (the board holds one version); returns the rows finished by then."""
-        rows = self.finished_evals(wait=True)
-        self.learners.publish(version=step, for_eval=True)
-        self.pending_eval = (step, ledger_row, self.evaluator.evaluate_latest.remote())
-        return rows
+        return deadlines.start_eval(self, step, ledger_row)
 
     def finished_evals(self, wait: bool = False) -> list[tuple[int, dict]]:
-        """The (step, eval row) of the eval in flight once it is done; [] while it runs (unless wait)."""
-        if self.pending_eval is None or not (wait or ray.wait([self.pending_eval[2]], timeout=0)[0]):
-            return []
-        step, ledger_row, ref = self.pending_eval
-        self.pending_eval = None
-        return [(step, {f"eval/{k}": v for k, v in ray.get(ref).items()} | ledger_row)]
+        return deadlines.finished_evals(self, wait)
 
     def update(self, ledger: ComputeLedger, replay: TableStats, learner: dict[str, float],
                sync: dict[str, float] | None, wall_s: float) -> None:
@@ -316,36 +289,10 @@ class Roles:
                        publish_bytes=sync["publish_bytes"] if sync else 0, **extra)
 
     def checkpoint(self, out: Path, step: int, ledger: ComputeLedger) -> Path:
-        """Learner state and buffer snapshot of the same step, staged and then renamed into place."""
-        staging = staging_dir(out, step)
-        self.learners.save(str(staging), tag=f"step_{step}")
-        self.replay.snapshot(staging / "replay")  # each shard snapshots atomically under its own lock
-        state = {"step": step, "ledger": ledger.state(), "rollouts_lost": self.replay.lost}
-        (staging / STATE_FILE).write_text(json.dumps(state))
-        return commit(staging, checkpoint_dir(out, step))
+        return deadlines.checkpoint(self, out, step, ledger)
 
     def resume(self, path: str | Path, ledger: ComputeLedger) -> int:
-        path = Path(path)
-        state = json.loads((path / STATE_FILE).read_text())
-        step = state["step"]
-        self.learners.load(str(path), tag=f"step_{step}")
-        inserts = sum(self.replay.restore(path / "replay"))
-        ledger.load_state(state["ledger"])
-        # generators go on from where the snapshot's stream ends (its inserts and the rollouts lost before it), up
-        # to a whole call. From the ledger's K_inf, read before the save, they made again what they inserted while
-        # it was written (K_inf over the pace's budget by up to 59 after a node loss); from call 0, every rollout
-        # the schedule had allowed (K_inf 192 against 96)
-        per_call, made = self.cfg.generation.rollouts_per_call, inserts + state.get("rollouts_lost", 0)
-        # a call the snapshot caught in part: a buffer that keeps what it serves does without its missing rows; a
-        # consume-once queue would wait for them for ever, so that call is made again (K_inf: < one call over)
-        calls = made // per_call if self.cfg.consumes_once else -(-made // per_call)  # all generators' calls
-        self.replay.resume_stream(calls * per_call, lost=max(0, calls * per_call - inserts))
-        for i, s in enumerate(self.slots):
-            s.first_call = calls_dealt(i, calls, len(self.slots))
-        ray.get([s.actor.start_at.remote(s.first_call) for s in self.slots])
-        # the resumed weights reach every generator before it generates (a broadcast group receives them together)
-        self.learners.publish(version=step, receivers=tuple(s.actor.await_version.remote(step) for s in self.slots))
-        return step
+        return deadlines.resume(self, path, ledger)
 
     def shutdown(self) -> None:
         """Ask generators to stop, give them a few seconds to flush, then kill whatever is still blocked (in a

@@ -22,6 +22,7 @@ from ray.exceptions import ObjectLostError, RayActorError
 from replay_rl.accounting import ComputeLedger
 from replay_rl.checkpoints import link_final_model
 from replay_rl.config import RunConfig
+from replay_rl.failures import RunFailed, log_error, resume_hint
 from replay_rl.health import one_line, settle_nodes, with_lost_nodes
 from replay_rl.launch import build
 from replay_rl.learner.group import LearnerStartTimeout
@@ -30,8 +31,8 @@ from replay_rl.metrics import MetricsSink, namespaced
 from replay_rl.orphan_guard import start_guard
 from replay_rl.preflight import check_fits, preflight
 from replay_rl.report import write_report
-from replay_rl.roles import RunFailed, resume_hint
 from replay_rl.run_folder import FolderLock, final_checkpoint, latest_own_checkpoint, save_checkpoint, start_run
+from replay_rl.supervision import death_of
 from replay_rl.warmstart import ensure_model
 
 
@@ -113,18 +114,21 @@ def train(cfg: RunConfig, progress=None) -> dict:
                     raise
                 # the restart found no place for its roles (no replacement node), or lost another node meanwhile
                 raise RunFailed(f"restarting after {with_lost_nodes(lost.death, lost.where)}: {one_line(e)}; once "
-                                f"the cluster offers those resources again, {resume_hint(out)}") from None
+                                f"the cluster offers those resources again, {resume_hint(out)}") from e
             except RunFailed as e:
                 if e.death is None:  # a stall held by a rule or a failing reward would fail again
                     raise
                 lost, place_by = e, time.monotonic() + cfg.run.node_wait_s
                 if restart == cfg.run.max_restarts:
-                    raise (RunFailed(f"{e}; run.max_restarts={restart} restarts are used up", e.death, e.where)
-                           if restart else e) from None
+                    if not restart:
+                        raise
+                    raise RunFailed(f"{e}; run.max_restarts={restart} restarts are used up", e.death, e.where) from e
                 resume = latest_own_checkpoint(out, run.run_id) or resume  # none yet: where this run started
                 settle_nodes(e.where, place_by)  # a lost node is declared dead before the roles are placed again
-                print(f"restart {restart + 1} of {cfg.run.max_restarts}: {with_lost_nodes(e.death, e.where)}; every "
-                      f"role restarts from {resume or 'step 0 (no checkpoint yet)'}", file=sys.stderr, flush=True)
+                line = (f"restart {restart + 1} of {cfg.run.max_restarts}: {with_lost_nodes(e.death, e.where)}; every "
+                        f"role restarts from {resume or 'step 0 (no checkpoint yet)'}")
+                log_error(out / "error.log", line, e)  # the cause, remote traceback included, before it is gone
+                print(line, file=sys.stderr, flush=True)
         raise AssertionError("unreachable: the last attempt returns or raises")
     finally:
         if owns_ray:
@@ -187,10 +191,10 @@ def run_roles(cfg: RunConfig, model_path: str, resume: Path | None, restarts: in
         sink.close()  # every row on disk before the pictures read them
         write_report([out], out / "plots")
         return record | {"step": step, "output_dir": str(out), "final_model": str(link_final_model(out, final))}
-    except (RayActorError, ObjectLostError) as e:  # a role died outside the step's handling (a checkpoint, an eval)
+    except (RayActorError, ObjectLostError) as e:  # a role died outside the step's handling (the generator reports)
         if roles is None:
             raise
-        raise roles.dead_member() or roles.died(one_line(e)) from None
+        raise roles.dead_member() or death_of(roles, e) from e
     finally:
         if roles is not None:
             roles.shutdown()
@@ -253,11 +257,7 @@ def _interrupt(signum, frame) -> None:
 
 
 def describe_failure(e: BaseException, log: Path) -> str:
-    """One line for the terminal (role and cause); the full traceback goes to `log`."""
-    import traceback
-
-    from replay_rl.roles import RunFailed
-
-    log.parent.mkdir(parents=True, exist_ok=True)
-    log.write_text("".join(traceback.format_exception(e)))
+    """One line for the terminal (role and cause); the full traceback, with its causes, goes to `log` after the
+    causes of the run's restarts (failures.log_error)."""
+    log_error(log, f"run failed: {e if isinstance(e, RunFailed) else one_line(e)}", e)
     return f"{e if isinstance(e, RunFailed) else one_line(e)} (traceback: {log})"

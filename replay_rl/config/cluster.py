@@ -117,6 +117,23 @@ class RunSettings(_Section):
     """Seconds the learner ranks may take to load their weights and join their process group before the run stops
     with one line naming the ranks not started (a rank alone in the rendezvous would wait out gloo's or NCCL's 30
     min)."""
+    checkpoint_timeout_s: float = Field(1800.0, gt=0)
+    """Seconds a checkpoint may take (every learner rank's DeepSpeed state and model folder, every shard's
+    snapshot), the final one included. A role not done by then (paused, a wedged filesystem) is named with the
+    phase, and every role restarts from the newest checkpoint (max_restarts), instead of the driver waiting for
+    ever (or ranks waiting out DeepSpeed's 30 min barrier). Must exceed the slowest save of the model's state."""
+    eval_timeout_s: float = Field(1800.0, gt=0)
+    """Seconds the driver waits for the eval in flight once it needs its scores (the next eval, the run's end).
+    An evaluator not done by then is named and restarts every role (max_restarts). Must exceed the slowest eval:
+    eval_prompts × (1 + eval_k) samples on the evaluator's device."""
+    resume_timeout_s: float = Field(1800.0, gt=0)
+    """Seconds a resume from a checkpoint may take: the learner ranks' state, the shards' buffers, every
+    generator's place in the pace and the resumed weights. A role not done by then is named and restarts every
+    role (max_restarts). Must exceed the slowest load of the model's state."""
+    recovery_timeout_s: float = Field(300.0, gt=0)
+    """Seconds the driver waits, after recovering a role in place, for the calls that wait on it: a shard
+    restarted from its live snapshot answering the stats call it missed, the generator reports forgetting a
+    replaced generator. A role not done by then is named and restarts every role (max_restarts)."""
     node_wait_s: float = Field(600.0, gt=0)
     """How long a restart (run.max_restarts) may wait, from the death, for Ray to declare a lost node dead and for
     the cluster to offer the learner ranks' resources again (a preempted or failed host): the roles are placed

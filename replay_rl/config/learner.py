@@ -95,8 +95,10 @@ class _SyncCommon(_Section):
     every_steps: int = Field(1, ge=1)
     """Publish weights after every k optimizer steps."""
     timeout_s: float = Field(60.0, gt=0)
-    """Seconds a weight transfer may take: a broadcast member that misses one this long (frozen, dead) fails the
-    publish, and a resumed run's generators wait this long for their first weights. Raise it for big models."""
+    """Seconds a weight transfer may take: a publish not done by then (a frozen broadcast member, a hung board or
+    rank) is named and restarts every role (run.max_restarts); the broadcast group (sync.type=nccl, NCCL or gloo)
+    times out its collectives after it too, and a resumed run's generators wait this long for their first
+    weights. Raise it for big models."""
     bucket_mb: float = Field(256.0, gt=0)
     """Weights travel packed in buffers of about this many MiB, cast to model.dtype: a few large messages instead
     of one per tensor. The sender holds at most one bucket beyond the model; under ZeRO-3 ranks gather one

@@ -61,11 +61,12 @@ class LearnerGroup:
         per_rank = ray.get(refs)
         return {k: combine(k, [m[k] for m in per_rank]) for k in per_rank[0]}
 
-    def publish(self, version: int, for_eval: bool = False, receivers: tuple = ()) -> dict[str, float]:
+    def publish(self, version: int, for_eval: bool = False, receivers: tuple = (), gather=ray.get) -> dict[str, float]:
         """receivers: refs of calls that take part in this publish (generators awaiting it), waited on with it.
-        Rank 0 sends; the others take part only under ZeRO-3, whose buckets they help gather."""
+        Rank 0 sends; the others take part only under ZeRO-3, whose buckets they help gather. gather: how the
+        calls are waited for (the driver bounds its phases: deadlines.py)."""
         ranks = self.ranks if self.cfg.learner.zero_stage == 3 else self.ranks[:1]
-        return ray.get([*[r.publish.remote(version, for_eval) for r in ranks], *receivers])[0]
+        return gather([*[r.publish.remote(version, for_eval) for r in ranks], *receivers])[0]
 
     def full_state(self):
         return ray.get([r.full_state.remote() for r in self.ranks])
@@ -73,11 +74,11 @@ class LearnerGroup:
     def train_on(self, batches: list) -> list[dict[str, float]]:
         return ray.get([r.train_on.remote(b) for r, b in zip(self.ranks, batches)])
 
-    def save(self, path: str, tag: str) -> None:
-        ray.get([r.save.remote(path, tag) for r in self.ranks])
+    def save(self, path: str, tag: str, gather=ray.get) -> None:
+        gather([r.save.remote(path, tag) for r in self.ranks])
 
-    def load(self, path: str, tag: str) -> None:
-        ray.get([r.load.remote(path, tag) for r in self.ranks])
+    def load(self, path: str, tag: str, gather=ray.get) -> None:
+        gather([r.load.remote(path, tag) for r in self.ranks])
 
     def shutdown(self) -> None:
         for r in self.ranks:

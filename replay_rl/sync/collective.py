@@ -25,16 +25,23 @@ class BroadcastGroup:
     def __init__(self, host: str, port: int, rank: int, world_size: int, backend: str, timeout_s: float = 600) -> None:
         timeout = datetime.timedelta(seconds=timeout_s)
         store = dist.TCPStore(host, port, world_size, rank == 0, timeout=timeout)
-        if backend == "nccl":
-            self.pg = dist.ProcessGroupNCCL(store, rank, world_size)
+        if backend == "nccl":  # its own timeout is 10 min by default: sync.timeout_s bounds a frozen member
+            options = dist.ProcessGroupNCCL.Options()
+            options._timeout = timeout
+            self.pg = dist.ProcessGroupNCCL(store, rank, world_size, options)
             self.device = torch.device("cuda", torch.cuda.current_device())
         else:
             self.pg = dist.ProcessGroupGloo(store, rank, world_size, timeout)
             self.device = torch.device("cpu")
-        self.rank = rank
+        self.rank, self.timeout = rank, timeout
 
     def broadcast(self, tensor: torch.Tensor) -> None:
-        self.start_broadcast(tensor).wait()
+        self.wait(self.start_broadcast(tensor))
+
+    def wait(self, work) -> None:
+        """Wait for one broadcast, at most sync.timeout_s: on NCCL a wait without a timeout only orders the
+        device's stream, and the host would block on the tensor for as long as a frozen member holds it."""
+        work.wait(self.timeout)
 
     def start_broadcast(self, tensor: torch.Tensor):
         """Issue the broadcast and return its work handle; every member issues its broadcasts in the same order."""
@@ -68,10 +75,10 @@ class CollectivePublisher(_GroupMember):
         def send(bucket: Bucket, tensors: list[torch.Tensor]) -> None:
             flat = pack(bucket, [t.to(self.group.device) for t in tensors])
             if in_flight:
-                in_flight.pop()[0].wait()
+                self.group.wait(in_flight.pop()[0])
             in_flight.append((self.group.start_broadcast(flat), flat))  # the buffer lives until its send is done
             if bucket is plan[-1]:
-                in_flight.pop()[0].wait()
+                self.group.wait(in_flight.pop()[0])
 
         _, gather_s, send_s = send_buckets(plan, buckets, send)
         return WeightHandle(version, plan_bytes(plan), plan, None, gather_s, send_s)
@@ -99,6 +106,6 @@ class CollectiveSubscriber(_GroupMember):
         nxt = receive(handle.plan[0]) if handle.plan else None
         for k, bucket in enumerate(handle.plan):
             flat, work = nxt
-            work.wait()
+            self.group.wait(work)
             nxt = receive(handle.plan[k + 1]) if k + 1 < len(handle.plan) else None
             yield from unpack(bucket, flat)

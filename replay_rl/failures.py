@@ -1,0 +1,33 @@
+"""How a run that cannot go on says so: RunFailed (one line naming the role and the cause) and error.log, which
+keeps every restart's cause and the final failure with their whole tracebacks, remote ones included. No Ray."""
+
+from __future__ import annotations
+
+import traceback
+from pathlib import Path
+
+
+class RunFailed(RuntimeError):
+    """The run cannot go on; the message is one line naming the role and the cause. `death` names an actor that
+    died or hung (a learner rank, a shard past its restarts, a generator in a broadcast group, the weight board,
+    the generator reports, the evaluator, or any role hung in a bounded phase): restarting every role from the
+    newest checkpoint recovers that (run.max_restarts). Other causes (a rule that stalls, a failing reward) would
+    recur. `where` is the dead run's placement, from which a failed restart names lost nodes. The exception it
+    was raised from is its __cause__, which error.log shows in full."""
+
+    def __init__(self, message: str, death: str | None = None, where: dict | None = None) -> None:
+        super().__init__(message)
+        self.death = death
+        self.where = where or {}
+
+
+def resume_hint(output_dir) -> str:
+    return f"resume with run.resume_from=auto (newest checkpoint in {output_dir})"
+
+
+def log_error(log: Path, headline: str, e: BaseException) -> None:
+    """Append `headline` and e's whole traceback, its causes included, to `log`: appended, so that the causes of
+    the restarts before a final failure stay beside it."""
+    log.parent.mkdir(parents=True, exist_ok=True)
+    with log.open("a") as f:
+        f.write(f"=== {headline}\n{''.join(traceback.format_exception(e))}\n")
