@@ -16,7 +16,8 @@ class CapacityScheduleConfig(_Section):
     linearly from replay.capacity to final_capacity between the fractions start and end of run.steps. Items
     outside the window stay stored (the buffer's contents and snapshots do not change) but are not sampled, so
     late batches are the freshest rollouts: at final_capacity = B a batch is the B newest, consume-once in reach.
-    Under cluster.emulate the pace still sets the replay ratio; what fades is how old a reused rollout may be."""
+    Under cluster.emulate the pace still sets the replay ratio; what fades is how old a reused rollout may be.
+    With positive_bias, the δN reserve (older than the main FIFO) is the first to fall outside the window."""
 
     final_capacity: int | None = Field(None, ge=1)
     """The window at the end of the anneal, total over shards. None: learner.batch_size (N anneals to B). Never
@@ -38,7 +39,8 @@ class ReuseControllerConfig(_Section):
     it (less reuse of old rollouts), a calm stretch grows it back. A spike is a z-score above z_high against the
     signal's recent calm values (as DGG's lm_head gradient-norm spike); the scale grows after `patience` steps in a
     row below z_low (hysteresis), within [min_scale, 1]. The learner ranks send the signal with their next sample
-    call. Composes with capacity_schedule (the window is their product)."""
+    call. Composes with capacity_schedule (the window is their product). A shard restored in place (or a resumed
+    run) starts its controller afresh, at scale 1."""
 
     signal: Literal["grad_norm", "entropy_drop"] = "grad_norm"
     """grad_norm: the step's global gradient norm before clipping (DGG). entropy_drop: the batch entropy's fall
