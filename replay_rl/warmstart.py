@@ -98,12 +98,13 @@ def check_manifest(cfg: RunConfig, path: Path) -> None:
 
 
 def supervised_steps(model, tokenizer, task, cfg: RunConfig):
-    """Run cfg.warmstart.steps Adam steps on demonstrations, the LR falling linearly to 0; yields (step, loss) after
-    each. At a constant LR the accuracy swung ±0.05 between neighbouring steps while the carry was being learned;
-    the decay lets the last steps settle, so the end point depends little on the exact count or on rounding."""
+    """Run cfg.warmstart.steps Adam steps on demonstrations (the LR constant, then falling linearly to 0 over the
+    last warmstart.decay_steps); yields (step, loss) after each. A fixed count on fixed seeds, never a stop at an
+    eval: the same settings give the same model on every machine with the pinned torch."""
     w = cfg.warmstart
     opt = torch.optim.AdamW(model.parameters(), lr=w.lr, weight_decay=0.0)
-    decay = torch.optim.lr_scheduler.LambdaLR(opt, lambda i: 1 - i / w.steps)
+    tail = min(w.decay_steps, w.steps)
+    decay = torch.optim.lr_scheduler.LambdaLR(opt, lambda i: min(1.0, (w.steps - i) / tail) if tail else 1.0)
     batches = demo_batches(tokenizer, task, cfg, np.random.default_rng(w.seed))
     for step in range(1, w.steps + 1):
         model.train()

@@ -10,7 +10,7 @@ import pytest
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")
-WARM_START_BOUND_S = 1800  # ~20 s idle here (555 steps); 733 s was seen under load before threads were bounded
+WARM_START_BOUND_S = 1800  # ~10 s idle here (330 steps); 733 s was seen under load before threads were bounded
 # CI gives install and suite 90 min. Fixtures run outside pytest-timeout's per-test bound (timeout_func_only), so a
 # fixture that hangs would run into CI's limit silently (it did once, 90 min, on a stale torch build lock): past
 # this bound every thread's stack is printed and the session exits 1.
