@@ -25,99 +25,17 @@ import sys
 import time
 from pathlib import Path
 
-import numpy as np
 
 from replay_rl.config import RunConfig
-from replay_rl.metrics import read_metrics
 from replay_rl.theory import plan
-from replay_rl.warmstart import model_checksum
 from study_markdown import markdown, tasks_markdown
+from study_presets import PRESETS, STUDY_BASE
+from study_runs import check_one_model, committed_runs, extending, extension_specs, finished, load_run
 from study_table import BASELINE, PAPER_MU, buffer_frontier, fidelity, n_grid, summarise
 
 ROOT = Path(__file__).resolve().parents[1]
 # each task's testbed: None is the embedded default (configs/tiny_cpu.yaml's arithmetic)
 TASKS = {"arithmetic": None, "countdown": str(ROOT / "configs" / "tiny_cpu_countdown.yaml")}
-
-
-def replay(w: int, t: int, *, n: str = "horizon", mu: float = PAPER_MU, extra: tuple[str, ...] = (),
-           lrs: tuple[float, ...] | None = None, seeds: int | None = None) -> dict:
-    """One study row: the emulated split (W, T) at μ, its buffer size rule `n` (capacity_for), extra overrides, the
-    learning rates it runs at and its seeds per LR (None: the preset's)."""
-    return {"w": w, "t": t, "mu": mu, "n": n, "overrides": list(extra), "lrs": lrs, "seeds": seeds}
-
-
-HEADLINE = {
-    "replay_53_N": replay(5, 3),
-    "replay_53_N2.5B": replay(5, 3, n="2.5B"),
-    "replay_53_N10B": replay(5, 3, n="10B"),
-    "replay_44_N": replay(4, 4),
-    "replay_62_N": replay(6, 2),
-    "posbias0.2_53_N": replay(5, 3, extra=("replay.type=positive_bias", "replay.delta=0.2")),
-    "posbias0.5_53_N": replay(5, 3, extra=("replay.type=positive_bias", "replay.delta=0.5")),
-    "asymre_53_N": replay(5, 3, extra=("learner.loss.type=asymre",)),
-}
-SENSITIVITY = {"replay_53_N_mu2": replay(5, 3, mu=2.0), "replay_53_N_mu10": replay(5, 3, mu=10.0)}
-
-# the sanity ladder at (5,3): replay ratio μ·T/W = 1 (must match the baseline), 1.5, 2, 3 at the horizon N, then larger N
-LADDER = {f"fifo_y{y:g}_N": replay(5, 3, mu=y * 5 / 3) for y in (1, 1.5, 2, 3)} | {
-    "fifo_y3_N4B": replay(5, 3, mu=5.0, n="4B"), "fifo_y3_N10B": replay(5, 3, mu=5.0, n="10B")}
-
-# the paper's Fig. 4 at (5,3), μ=5.28: every row at several learning rates, the baseline included, compared frontier
-# against frontier. Replay reuses each rollout ~3.2 times, so its grid starts lower. The small-N and sampler rows run
-# at one LR, 5e-5, to fit the study in this box's budget (an outside check found 5e-5 ahead of 1.5e-4 at N=B): they
-# answer whether local diversity rescues small N, not where its best LR lies
-FRONTIER_LRS = (5e-5, 1e-4, 1.5e-4, 3e-4)
-REPLAY_LRS = (2.5e-5, 5e-5, 1e-4, 1.5e-4)
-SMALL_N_LRS = (5e-5,)
-FRONTIER = {
-    "replay_53_N10B": replay(5, 3, n="10B", lrs=REPLAY_LRS),
-    "replay_53_N2B": replay(5, 3, n="2B", lrs=SMALL_N_LRS, seeds=2),
-    "replay_53_NB+R": replay(5, 3, n="B+R", lrs=SMALL_N_LRS, seeds=2),
-    "replay_53_N5B": replay(5, 3, n="5B", lrs=SMALL_N_LRS, seeds=2),
-    "replay_53_NB": replay(5, 3, n="B", lrs=SMALL_N_LRS, seeds=2),
-    # the probe's recommended N (its LR at the config's split is the config's, 5e-5), against the grid at 5e-5
-    "replay_53_Nprobe": replay(5, 3, n="probe", lrs=SMALL_N_LRS, seeds=2),
-}
-# local diversity (replay.sampler) at small N, where every batch repeats much of the previous one
-DIVERSITY = {
-    "fresh_anchored_53_NB+R": replay(5, 3, n="B+R", extra=("replay.sampler=fresh_anchored",), lrs=SMALL_N_LRS),
-    "least_recent_53_NB+R": replay(5, 3, n="B+R", extra=("replay.sampler=least_recent",), lrs=SMALL_N_LRS),
-}
-
-# countdown (a second task, not tuned on: the arithmetic rows) gets the headline comparison and the probe check: the
-# baseline at 5 LRs (it did best at the arithmetic grid's lowest, 5e-5, so its grid was widened down to 2.5e-5) and
-# N=10B at 2.5e-5, 5e-5 and 1e-4 (replay's 1.5e-4, worst on arithmetic, and N=B were cut before they ran, to fit
-# the session's budget), 3 seeds each, plus the probe's N at 5e-5 (2 seeds)
-COUNTDOWN_FRONTIER = {"configs": {"replay_53_N10B": replay(5, 3, n="10B", lrs=(2.5e-5, 5e-5, 1e-4)),
-                                  "replay_53_Nprobe": FRONTIER["replay_53_Nprobe"]},
-                      "sensitivity": {}, "sensitivity_seeds": 0, "lrs": (2.5e-5, *FRONTIER_LRS)}
-
-# a preset's "tasks" maps each task it runs to the keys it replaces there; without "tasks" it runs arithmetic
-PRESETS: dict[str, dict] = {
-    # the ladder: 1 seed a rung, ~15 min here
-    "ladder": {"steps": 200, "eval_every": 25, "seeds": 1, "configs": LADDER, "sensitivity": {},
-               "sensitivity_seeds": 0, "set": [], "lrs": (None,)},
-    # the earlier study at one learning rate: baseline + headline configs at 5 seeds, sensitivity at 3; ~1.5 h here
-    "full": {"steps": 400, "eval_every": 25, "seeds": 5, "configs": HEADLINE, "sensitivity": SENSITIVITY,
-             "sensitivity_seeds": 3, "set": [], "lrs": (None,)},
-    # the LR frontier (Fig. 4) with N rows and samplers; the baseline runs 500 steps so that it levels off
-    "frontier": {"steps": 500, "eval_every": 25, "seeds": 3, "configs": FRONTIER, "sensitivity": DIVERSITY,
-                 "sensitivity_seeds": 2, "set": [], "lrs": FRONTIER_LRS,
-                 "tasks": {"arithmetic": {}, "countdown": COUNTDOWN_FRONTIER}},
-    # a first look, ≤ 12 min on 2 cores: the baseline and N=10B, each at the best LR the frontier study found, on
-    # seeds it did not use (3, 4), so that the check is out of sample
-    "quick": {"steps": 200, "eval_every": 25, "seeds": 2, "first_seed": 3,
-              "configs": {"replay_53_N10B": replay(5, 3, n="10B", lrs=(5e-5,))},
-              "sensitivity": {}, "sensitivity_seeds": 0, "set": [], "lrs": (1.5e-4,)},
-    # CI: the whole pipeline end to end in about a minute, two LRs on each side; its numbers mean nothing
-    "mini": {"steps": 12, "eval_every": 6, "seeds": 1,
-             "configs": {"replay_53_N2B": replay(5, 3, n="2B", extra=("replay.sampler=fresh_anchored",))},
-             "sensitivity": {}, "sensitivity_seeds": 0, "set": ["run.eval_prompts=100", "learner.batch_size=32"],
-             "lrs": (1e-4, 2e-4)},
-}
-# the study runs one generator actor and one learner rank: on 2 cores that wastes least; the emulated W/T is
-# set by cluster.emulate, which is all the pacing and accounting read
-STUDY_BASE = ["cluster.generators=1", "cluster.learners=1", "replay.sample_timeout_s=600", "run.checkpoint_every=null"]
 
 
 def capacity_for(rule: str, cfg: RunConfig, w: int, t: int, mu: float) -> tuple[int, str]:
@@ -187,55 +105,16 @@ def run_specs(preset: dict, base: list[str], out: Path, config: str | None = Non
     return specs
 
 
-def load_run(cfg: RunConfig) -> dict:
-    """What the study keeps of one finished run: its eval curve with counts, per-step learner stats, histograms."""
-    out = Path(cfg.run.output_dir)
-    evals, trains = read_metrics(out / "metrics.jsonl", "eval"), read_metrics(out / "metrics.jsonl", "train")
-    hist = json.loads((out / "replay_stats.json").read_text())
-    k = cfg.run.eval_k
-    col = lambda rows, key: [r[key] for r in rows]  # noqa: E731
-    return {"mu": cfg.cluster.emulate.mu, "batch_size": cfg.learner.batch_size, "capacity": cfg.replay.capacity,
-            "lr": cfg.learner.lr, "sampler": cfg.replay.sampler,
-            "w_t": [cfg.cluster.emulate.generators, cfg.cluster.emulate.learners],
-            "steps": col(evals, "step"), "k_train": col(evals, "ledger/k_train"), "k_inf": col(evals, "ledger/k_inf"),
-            "compute": col(evals, "ledger/compute"), "tokens": col(evals, "ledger/tokens"),
-            "active_s": col(evals, "ledger/active_s"),
-            "pass@1": col(evals, "eval/pass@1"), f"pass@{k}": col(evals, f"eval/pass@{k}"),
-            "eval_problems": evals[-1]["eval/eval_problems"], "train_steps": col(trains, "step"),
-            "entropy": col(trains, "batch/entropy"), "reward": col(trains, "batch/reward_mean"),
-            "pass_at_k": {key.removeprefix("eval/pass@"): col(evals, key) for key in evals[-1]
-                          if key.startswith("eval/pass@") and key.removeprefix("eval/pass@").isdigit()},
-            "model_sha256": model_checksum(cfg.model.path), "seed": cfg.run.seed, "overlap_prev": [r.get("buffer/overlap_prev") for r in trains], "age_mean": col(trains, "batch/age_mean"),
-            "clip_fraction": col(trains, "batch/clip_fraction"), "ratio_mean": col(trains, "batch/ratio_mean"),
-            "replay_ratio": hist["replay_ratio"], "age_hist": hist["age_hist"], "reuse_hist": hist["reuse_hist"],
-            "since_last_use_hist": hist["since_last_use_hist"], "wall_s": trains[-1]["ledger/wall_s"]}
 
 
-def committed_runs(out: Path) -> dict[tuple[str, float], list[dict]]:
-    """The runs a task's results.json holds, {(row, lr): runs in the order they ran}: --report-only summarises them
-    where their folders are not here (a fresh clone has the committed results, not the run folders)."""
-    path = out / "results.json"
-    if not path.is_file():
-        return {}
-    kept: dict[tuple[str, float], list[dict]] = {}
-    for name, runs in json.loads(path.read_text()).get("runs", {}).items():
-        for run in runs:
-            kept.setdefault((name, run["lr"]), []).append(run)
-    return kept
 
 
-def check_one_model(results: dict[str, list[dict]]) -> None:
-    """A study compares runs from one warm-started model: refuse to mix models (a rebuilt or re-tuned warm start
-    moves the step-0 accuracy and everything after it). Runs written before the checksum was kept carry none."""
-    sums = {r.get("model_sha256") for runs in results.values() for r in runs} - {None}
-    if len(sums) > 1:
-        raise SystemExit(f"the study's runs start from {len(sums)} different warm models ({', '.join(sorted(sums))}):"
-                         " rerun the study in a new --out, or delete the runs of the old model")
 
 
-def finished(cfg: RunConfig) -> bool:
-    """A run is finished once it wrote replay_stats.json, at the end of its loop: a rerun keeps it."""
-    return (Path(cfg.run.output_dir) / "replay_stats.json").is_file()
+
+
+
+
 
 
 def task_presets(preset: dict, tasks: list[str] | None) -> dict[str, dict]:
@@ -255,31 +134,45 @@ def study_task(task: str, preset: dict, specs: list, base: list[str], out: Path,
     from replay_rl.trainer import train
     from study_plots import plot_all  # benchmarks/ is on sys.path when run as a script
 
-    results: dict[str, list[dict]] = {}
     kept = committed_runs(out) if report_only else {}
-    for name, seed, cfg in specs:
-        done_before = finished(cfg)
-        if report_only and not done_before:
-            run = kept.get((name, cfg.learner.lr), []).pop(0) if kept.get((name, cfg.learner.lr)) else None
-            if run is not None:  # the committed runs (results.json) stand in for run folders that are not here
-                results.setdefault(name, []).append(run)
-                progress["i"] += 1
-            continue
-        t1 = time.perf_counter()
-        if not done_before:  # a partial run starts over
-            shutil.rmtree(cfg.run.output_dir, ignore_errors=True)
-            train(cfg)
-            progress["trained"] += 1
-        progress["left"] -= not done_before
-        run = load_run(cfg)
-        results.setdefault(name, []).append(run)
-        progress["i"] += 1
-        done = time.perf_counter() - progress["t0"]
-        how = "finished earlier" if done_before else f"{cfg.run.steps} steps in {time.perf_counter() - t1:.0f} s"
-        print(f"[{progress['i']}/{progress['n']}] {task} {name} seed {seed}: {how}, "
-              f"pass@1 {run['pass@1'][0]:.3f} → {run['pass@1'][-1]:.3f}, compute {run['compute'][-1]:.0f}; "
-              f"{done / 60:.1f} min so far, ~{done / max(progress['trained'], 1) * progress['left'] / 60:.1f} min left",
-              file=sys.stderr, flush=True)
+
+    def run_all(specs: list) -> dict[str, list[dict]]:
+        results: dict[str, list[dict]] = {}
+        for name, seed, cfg in specs:
+            done_before, short_of = finished(cfg), extending(cfg)
+            if report_only and not done_before:
+                run = kept.get((name, cfg.learner.lr), []).pop(0) if kept.get((name, cfg.learner.lr)) else None
+                if run is not None:  # the committed runs (results.json) stand in for run folders not here
+                    results.setdefault(name, []).append(run)
+                    progress["i"] += 1
+                continue
+            t1 = time.perf_counter()
+            if not done_before:
+                if short_of is None:  # a partial run starts over
+                    shutil.rmtree(cfg.run.output_dir, ignore_errors=True)
+                train(cfg)  # one that finished short of its steps resumes from its final checkpoint
+                progress["trained"] += 1
+            progress["left"] -= not done_before
+            run = load_run(cfg)
+            results.setdefault(name, []).append(run)
+            progress["i"] += 1
+            done = time.perf_counter() - progress["t0"]
+            how = ("finished earlier" if done_before else f"{cfg.run.steps} steps in {time.perf_counter() - t1:.0f} s"
+                   + (f" (extended from step {short_of})" if short_of else ""))
+            print(f"[{progress['i']}/{progress['n']}] {task} {name} lr {cfg.learner.lr:g} seed {seed}: {how}, "
+                  f"pass@1 {run['pass@1'][0]:.3f} → {run['pass@1'][-1]:.3f}, compute {run['compute'][-1]:.0f}; "
+                  f"{done / 60:.1f} min so far, "
+                  f"~{done / max(progress['trained'], 1) * progress['left'] / 60:.1f} min left", file=sys.stderr,
+                  flush=True)
+        return results
+
+    results = run_all(specs)
+    longer = extension_specs(preset, specs, results) if BASELINE in results else []
+    progress["n"] += len(longer)
+    progress["left"] += sum(not finished(cfg) for *_, cfg in longer)
+    for name, runs in run_all(longer).items():  # the extended runs replace their shorter selves
+        lrs = {r["lr"] for r in runs}
+        results[name] = [r for r in results[name] if r["lr"] not in lrs] + runs
     check_one_model(results)
     if BASELINE not in results:  # a stopped study that had not reached this task
         print(f"{task}: no finished baseline run, nothing to summarise", file=sys.stderr, flush=True)
@@ -294,12 +187,18 @@ def study_task(task: str, preset: dict, specs: list, base: list[str], out: Path,
     rows, grid = fidelity(table, headline), n_grid(results)
     out.mkdir(parents=True, exist_ok=True)
     plots = plot_all(results, table, curves, headline, headline_curves, out)
+    sums = sorted({r.get("model_sha256") for rs in results.values() for r in rs} - {None})
     report = {"benchmark": "compute_saved", "task": task, "compute_axis": "(K_train + mu*K_inf)/B",
-              "reach": "compute to first reach 98% of the baseline frontier's best (median best-so-far over seeds)",
+              "reach": "compute to first reach 98% of the baseline frontier's best, and each accuracy target "
+                       "(smoothed seeds, LR chosen on held-out seeds, jackknife-t interval: replay_rl/study.py)",
+              "warm_model_sha256": sums[0] if sums else None,
+              "extended": {n: sorted({cfg.learner.lr for m, _, cfg in longer if m == n}) for n, _, _ in longer},
               "headline": headline, "pooled_buffer_frontier": pooled, "table": table, "fidelity": rows, "n_grid": grid,
               "plots": plots}
     (out / "results.json").write_text(strict_json(report | {"curves": curves, "headline_curves": headline_curves,
                                                             "runs": results}))
+    if headline:  # the front page says what the frontier covers past the shorter runs' end
+        headline["extended"] = report["extended"]
     (out / "summary.md").write_text(markdown(table, headline, pooled, rows, k, grid))
     return report
 

@@ -59,7 +59,9 @@ def targets_markdown(o: dict, every: float = 0.02) -> list[str]:
     """The savings-over-targets table (every `every` of accuracy) and the end slopes, each side at its best LR."""
     if not o or not o.get("targets"):
         return []
-    lines = ["Compute saved to first reach each accuracy target (the buffer frontier against the baseline frontier, "
+    lines = [f"Extended to a longer budget: {', '.join(f'{n} at lr {lrs}' for n, lrs in o['extended'].items())}; "
+             "past the other runs' end each side's frontier covers these LRs only.", ""] if o.get("extended") else []
+    lines += ["Compute saved to first reach each accuracy target (the buffer frontier against the baseline frontier, "
              "LR chosen on held-out seeds; 90% jackknife-t interval):", "",
              "| target | baseline reaches at | buffer reaches at | saved % [90% CI] |", "|---|---|---|---|"]
     for t in o["targets"]:
@@ -111,7 +113,7 @@ def markdown(table: dict, headline: dict, pooled: dict, rows: list[dict], k: int
             f"{_ci(t['own_saved_pct_ci'], t['own_censored_fraction'])} | {_fmt(t['budgets_ahead_fraction'])} | "
             f"{_fmt(t['best_overlap_prev_mean_median'])} | {_fmt(t['best_since_last_use_mean_median'], 1)} | "
             f"{_fmt(t['best_replay_ratio_median'])} | {_fmt(t['best_entropy_mean_median'], 3)} |")
-    lines += ["", f"Per learning rate (medians over seeds; saved % against the baseline frontier):", "",
+    lines += ["", "Per learning rate (medians over seeds; saved % against the baseline frontier):", "",
               f"| config | LR | seeds | pass@1 start → final | pass@{k} | drawdown | saved % [90% CI] |",
               "|" + "---|" * 7]
     for name, t in table.items():

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import numpy as np
 
-from study_table import BASELINE, PAPER_MU, curve
+from study_table import BASELINE, PAPER_MU
 
 
 def _band(ax, x_runs: list[np.ndarray], y_runs: list[np.ndarray], label: str) -> None:
@@ -18,7 +18,7 @@ def _band(ax, x_runs: list[np.ndarray], y_runs: list[np.ndarray], label: str) ->
     n = min(len(y) for y in y_runs)
     x = np.median([xr[:n] for xr in x_runs], axis=0)
     ys = np.array([y[:n] for y in y_runs])
-    ax.plot(x, np.median(ys, 0), marker=".", label=label)
+    ax.plot(x, np.median(ys, 0), marker="." if n <= 60 else None, lw=1 if n > 60 else 1.5, label=label)
     ax.fill_between(x, np.percentile(ys, 25, 0), np.percentile(ys, 75, 0), alpha=0.2)
 
 
@@ -46,14 +46,19 @@ def saved_vs_target(plt, headline: dict):
 
 
 def pass_at_k_plot(plt, at_best: dict):
-    """pass@k against k at the last eval, each row at its best LR (median over seeds)."""
-    fig, ax = plt.subplots(figsize=(6, 4.5))
-    for name, runs in at_best.items():
-        ks = sorted(int(k) for k in runs[0]["pass_at_k"])
-        ax.plot(ks, [np.median([r["pass_at_k"][str(k)][-1] for r in runs]) for k in ks], marker="o", label=name)
-    ax.set(xscale="log", xlabel="k", ylabel="pass@k at the last eval (median over seeds)",
-           title="pass@k at the end of the budget, each row at its best LR")
-    ax.legend(fontsize=7)
+    """pass@k against k at equal compute (a third, two thirds and all of the budget every row reached; each run's
+    pass@k interpolated there), each row at its best LR, median over seeds."""
+    top = min(r["compute"][-1] for runs in at_best.values() for r in runs)
+    fig, axes = plt.subplots(1, 3, figsize=(13, 4.2), sharey=True)
+    for ax, budget in zip(axes, (top / 3, 2 * top / 3, top)):
+        for name, runs in at_best.items():
+            ks = sorted(int(k) for k in runs[0]["pass_at_k"])
+            at = [np.median([np.interp(budget, r["compute"], r["pass_at_k"][str(k)]) for r in runs]) for k in ks]
+            ax.plot(ks, at, marker="o", label=name)
+        ax.set(xscale="log", xlabel="k", title=f"compute {budget:.0f}")
+    axes[0].set_ylabel("pass@k (median over seeds)")
+    axes[0].legend(fontsize=7)
+    fig.suptitle("pass@k at equal compute, each row at its best LR")
     return fig
 
 

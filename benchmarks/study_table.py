@@ -14,9 +14,10 @@ import math
 
 import numpy as np
 
+from study_presets import PAPER_MU
+
 from replay_rl.study import Curve, compare, end_slope, hist_mean, hist_quantile, recharge
 
-PAPER_MU = 5.28  # Qwen2.5-7B, paper Table 2
 BASELINE = "baseline"
 CURVE_KEYS = ("grid", "base_curve", "cfg_curve", "base_labels", "cfg_labels")
 SAVED_AT = ("threshold", "reach_base", "reach_cfg", "saved_pct", "saved_pct_ci", "censored_fraction")

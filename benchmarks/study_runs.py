@@ -1,0 +1,92 @@
+"""The compute-saved study's runs on disk: what it keeps of a finished run (`load_run`), whether a run is finished
+or finished short of a longer budget (and which runs a longer budget extends), the committed runs that
+--report-only reads where the run folders are absent, and the check that every run starts from one warm model."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+
+from replay_rl.config import RunConfig
+from replay_rl.metrics import read_metrics
+from replay_rl.study import smooth
+from replay_rl.warmstart import model_checksum
+
+
+def load_run(cfg: RunConfig) -> dict:
+    """What the study keeps of one finished run: its eval curve with counts, per-step learner stats, histograms."""
+    out = Path(cfg.run.output_dir)
+    evals, trains = read_metrics(out / "metrics.jsonl", "eval"), read_metrics(out / "metrics.jsonl", "train")
+    hist = json.loads((out / "replay_stats.json").read_text())
+    k = cfg.run.eval_k
+    col = lambda rows, key: [r[key] for r in rows]  # noqa: E731
+    return {"mu": cfg.cluster.emulate.mu, "batch_size": cfg.learner.batch_size, "capacity": cfg.replay.capacity,
+            "lr": cfg.learner.lr, "sampler": cfg.replay.sampler,
+            "w_t": [cfg.cluster.emulate.generators, cfg.cluster.emulate.learners],
+            "steps": col(evals, "step"), "k_train": col(evals, "ledger/k_train"), "k_inf": col(evals, "ledger/k_inf"),
+            "compute": col(evals, "ledger/compute"), "tokens": col(evals, "ledger/tokens"),
+            "active_s": col(evals, "ledger/active_s"),
+            "pass@1": col(evals, "eval/pass@1"), f"pass@{k}": col(evals, f"eval/pass@{k}"),
+            "eval_problems": evals[-1]["eval/eval_problems"], "train_steps": col(trains, "step"),
+            "entropy": col(trains, "batch/entropy"), "reward": col(trains, "batch/reward_mean"),
+            "pass_at_k": {key.removeprefix("eval/pass@"): col(evals, key) for key in evals[-1]
+                          if key.startswith("eval/pass@") and key.removeprefix("eval/pass@").isdigit()},
+            "model_sha256": model_checksum(cfg.model.path), "seed": cfg.run.seed, "overlap_prev": [r.get("buffer/overlap_prev") for r in trains], "age_mean": col(trains, "batch/age_mean"),
+            "clip_fraction": col(trains, "batch/clip_fraction"), "ratio_mean": col(trains, "batch/ratio_mean"),
+            "replay_ratio": hist["replay_ratio"], "age_hist": hist["age_hist"], "reuse_hist": hist["reuse_hist"],
+            "since_last_use_hist": hist["since_last_use_hist"], "wall_s": trains[-1]["ledger/wall_s"]}
+
+
+def committed_runs(out: Path) -> dict[tuple[str, float], list[dict]]:
+    """The runs a task's results.json holds, {(row, lr): runs in the order they ran}: --report-only summarises them
+    where their folders are not here (a fresh clone has the committed results, not the run folders)."""
+    path = out / "results.json"
+    if not path.is_file():
+        return {}
+    kept: dict[tuple[str, float], list[dict]] = {}
+    for name, runs in json.loads(path.read_text()).get("runs", {}).items():
+        for run in runs:
+            kept.setdefault((name, run["lr"]), []).append(run)
+    return kept
+
+
+def check_one_model(results: dict[str, list[dict]]) -> None:
+    """A study compares runs from one warm-started model: refuse to mix models (a rebuilt or re-tuned warm start
+    moves the step-0 accuracy and everything after it). Runs written before the checksum was kept carry none."""
+    sums = {r.get("model_sha256") for runs in results.values() for r in runs} - {None}
+    if len(sums) > 1:
+        raise SystemExit(f"the study's runs start from {len(sums)} different warm models ({', '.join(sorted(sums))}):"
+                         " rerun the study in a new --out, or delete the runs of the old model")
+
+
+def finished(cfg: RunConfig) -> bool:
+    """A run is finished once it wrote replay_stats.json, at the end of its loop, and reached cfg.run.steps: a rerun
+    keeps it. One that finished fewer steps is extended (`extending`)."""
+    return extending(cfg) is None and (Path(cfg.run.output_dir) / "replay_stats.json").is_file()
+
+
+def extending(cfg: RunConfig) -> int | None:
+    """The last step of a run that finished short of cfg.run.steps (a longer budget resumes it from its final
+    checkpoint instead of starting over); None for any other run."""
+    out = Path(cfg.run.output_dir)
+    if not (out / "replay_stats.json").is_file():
+        return None
+    last = read_metrics(out / "metrics.jsonl", "train")[-1]["step"]
+    return last if last < cfg.run.steps else None
+
+
+def extension_specs(preset: dict, specs: list, results: dict[str, list[dict]]) -> list:
+    """The specs of each side's `extend_best` LRs (highest median smoothed final pass@1 over seeds) with `extend`
+    times their steps, resumed from where they finished: the part already run stays as it was."""
+    if not preset.get("extend"):
+        return []
+    chosen = set()
+    for name, runs in results.items():
+        lrs = {r["lr"] for r in runs}
+        final = {lr: float(np.median([smooth(r["pass@1"])[-1] for r in runs if r["lr"] == lr])) for lr in lrs}
+        chosen |= {(name, lr) for lr in sorted(final, key=final.get)[-preset["extend_best"]:]}
+    longer = lambda c: c.model_copy(update={"run": c.run.model_copy(  # noqa: E731
+        update={"steps": c.run.steps * preset["extend"], "resume_from": "auto"})})
+    return [(name, seed, longer(cfg)) for name, seed, cfg in specs if (name, cfg.learner.lr) in chosen]
