@@ -70,6 +70,20 @@ MEASURE = {"steps": 500, "eval_every": 25, "seeds": 3, "extend": 3, "extend_best
                      "countdown": {"lrs": (2.5e-5, 5e-5, 1e-4),
                                    "configs": {"replay_53_N10B": replay(5, 3, n="10B", lrs=(1.25e-5, 2.5e-5, 5e-5))}}}}
 
+# issue 29's screen of the adaptive reuse rules on arithmetic (2 seeds, 2 LRs each; the baseline as in "measure"):
+# each rule's constants set once here, on arithmetic, and kept for countdown. The schedule anneals the sampling
+# window from N = 10B to B over the first half of the run; the trust region masks rollouts whose mean squared log-ratio
+# passes M2PO's 0.04; the controller shrinks the window on a gradient-norm spike (DGG-like) and grows it back
+RULE_LRS = (5e-5, 1e-4)
+RULES = {"replay_53_N10B": replay(5, 3, n="10B", lrs=RULE_LRS),
+         "schedule_53_N10B": replay(5, 3, n="10B", extra=("replay.capacity_schedule={end: 0.5}",), lrs=RULE_LRS),
+         "trust_m2_53_N10B": replay(5, 3, n="10B", extra=("learner.loss.trust_region={max_m2: 0.04}",),
+                                    lrs=RULE_LRS),
+         "controller_53_N10B": replay(5, 3, n="10B", extra=("replay.reuse_controller={signal: grad_norm}",),
+                                      lrs=RULE_LRS)}
+RULES_SCREEN = {"steps": 500, "eval_every": 25, "seeds": 2, "sensitivity": {}, "sensitivity_seeds": 0,
+                "set": ["run.eval_k=16"], "lrs": (1e-4, 1.5e-4, 3e-4), "configs": RULES}
+
 # a preset's "tasks" maps each task it runs to the keys it replaces there; without "tasks" it runs arithmetic
 PRESETS: dict[str, dict] = {
     # the ladder: 1 seed a rung, ~15 min here
@@ -88,6 +102,7 @@ PRESETS: dict[str, dict] = {
               "configs": {"replay_53_N10B": replay(5, 3, n="10B", lrs=(5e-5,))},
               "sensitivity": {}, "sensitivity_seeds": 0, "set": [], "lrs": (1.5e-4,)},
     "measure": MEASURE,
+    "rules": RULES_SCREEN,
     # CI: the whole pipeline end to end in about a minute, two LRs on each side, each side's best extended to 2x its
     # steps from its final checkpoint; its numbers mean nothing
     "mini": {"steps": 12, "eval_every": 6, "seeds": 1, "extend": 2, "extend_best": 1,
