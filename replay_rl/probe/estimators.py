@@ -36,6 +36,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from replay_rl.probe.correlations import mean_pair_corr, same_time_corr, signal
+
 
 @dataclass(frozen=True)
 class Sketches:
@@ -188,69 +190,13 @@ def _estimate(c: _Cells, w: np.ndarray, ages: np.ndarray, capacity: float, drift
     kappa2 = bias_num / bias_den if bias_den > 0 else float("nan")
     out = {"s2": s2, "n": n_age, "alpha": alpha, "log_scale": log_scale, "rho": rho, "corr": corr,
            "kappa": float(np.sqrt(max(kappa2, 0.0))) if np.isfinite(kappa2) else float("nan"),
-           "rho_v": capacity / max((ages >= 1).sum(), 1) * _mean_pair_corr(c, w, e_s, e_q, vp, s2_of),
-           "signal": _signal(c, w, ages, gbars, v)}
+           "rho_v": capacity / max((ages >= 1).sum(), 1) * mean_pair_corr(c, w, e_s, e_q, vp, s2_of),
+           "signal": signal(c, w, ages, gbars, v)}
     if detail:
         out["bias2_share"] = {a: (sum(x[0::2]) / sum(x[1::2])) / s2_of[a] for a, x in sorted(bias_by_age.items())
                               if s2_of[a] > 0}
-        out["same_group"], out["same_time"] = _same_time_corr(c, e_s, e_q, vp, s2_of)
+        out["same_group"], out["same_time"] = same_time_corr(c, e_s, e_q, vp, s2_of)
     return out
-
-
-def _mean_pair_corr(c: _Cells, w: np.ndarray, e_s: np.ndarray, e_q: np.ndarray, vp: np.ndarray,
-                    s2_of: dict[int, float]) -> float:
-    """c̄: pooled correlation over every pair of distinct buffer rollouts at a probe point (any ages, same group
-    included). A bootstrap copy of a cluster is the same rollouts, so pairs of copies are left out."""
-    num = den = 0.0
-    for p in np.unique(c.probe):
-        at = (c.probe == p) & (c.age >= 1) & (w > 0)
-        wa, ma, es = w[at], c.m[at], e_s[at]
-        sd = np.sqrt(np.maximum([s2_of[int(a)] for a in c.age[at]], 0.0))
-        sq = (es ** 2).sum(1)
-        tot = (wa[:, None] * es).sum(0)
-        within, within_n = (wa * (sq - e_q[at])).sum(), (wa * ma * (ma - 1)).sum()
-        across, across_n = tot @ tot - (wa ** 2 * sq).sum(), (wa * ma).sum() ** 2 - (wa ** 2 * ma ** 2).sum()
-        num += within + across - (within_n + across_n) * vp[at][0]
-        den += (wa * ma * (ma - 1) * sd ** 2).sum() + (wa * ma * sd).sum() ** 2 - (wa ** 2 * ma ** 2 * sd ** 2).sum()
-    return float(num / den) if den > 0 else float("nan")
-
-
-def _signal(c: _Cells, w: np.ndarray, ages: np.ndarray, gbars: dict, v: dict) -> np.ndarray:
-    """(A,) ⟨E g | τ, ∇F⟩ / ‖∇F‖² per age: how much of the fresh mean gradient a rollout of age τ still carries
-    (1 at age 0 by definition). ⟨mean g_τ, ḡ⟩ is unbiased for ⟨E g_τ, ∇F⟩ (independent of F) and ‖ḡ‖² − v_p
-    for ‖∇F‖²."""
-    out = np.full(len(ages), np.nan)
-    for i, a in enumerate(ages):
-        if a == 0:
-            out[i] = 1.0
-            continue
-        num = den = 0.0
-        for p, gbar in gbars.items():
-            at = (c.probe == p) & (c.age == a)
-            num += (w[at] * (c.s[at] @ gbar)).sum()
-            den += (w[at] * c.m[at]).sum() * (gbar @ gbar - v[p])
-        out[i] = num / den if den != 0 else np.nan
-    return out
-
-
-def _same_time_corr(c: _Cells, e_s: np.ndarray, e_q: np.ndarray, vp: np.ndarray,
-                    s2_of: dict[int, float]) -> tuple[float, float]:
-    """Pooled correlation of distinct buffer rollouts inserted at the same time: within a group, and across groups.
-    Assumption 4.3 puts both at ≤ 0 (|t_i − t_j| = 0); reported as evidence, not used."""
-    old = c.age >= 1
-    scale = np.array([max(s2_of[int(a)], 1e-300) for a in c.age])
-    within_pairs = c.m * (c.m - 1)
-    within = ((e_s ** 2).sum(1) - e_q - within_pairs * vp)[old].sum() / (within_pairs * scale)[old].sum()
-    num = den = 0.0
-    for p, a in {(int(p), int(a)) for p, a in zip(c.probe[old], c.age[old])}:
-        at = (c.probe == p) & (c.age == a)
-        tot = e_s[at].sum(0)
-        n = c.m[at].sum()
-        other = tot @ tot - (e_s[at] ** 2).sum()           # Σ over pairs of rollouts from different groups
-        other_pairs = n * n - (c.m[at] ** 2).sum()
-        num += other - other_pairs * vp[at][0]
-        den += other_pairs * s2_of[a]
-    return float(within), float(num / den) if den > 0 else float("nan")
 
 
 def _nonnegative(x: Interval) -> Interval:
