@@ -26,33 +26,38 @@ class NoAnswer:
 
 @dataclass(frozen=True)
 class Hung:
-    """What holds a stalled step: shards and generators that did not answer, or (all of them answering, no shard
-    waiting on a rule) the learner ranks, named in `learners`; or a death no role's own recovery covers, named in
-    `death` (a role that died, or a shard restored in place that waits), which run.max_restarts recovers."""
+    """What holds a stalled step: shards and generators that did not answer or died (`how` = "died"; None: hung),
+    each recovered by its own restarts (run.max_shard_restarts, run.max_generator_restarts), as supervision
+    recovers a death seen outside a stall; or (all of them answering, no shard waiting on a rule) the learner
+    ranks, named in `learners`; or a death no role's own recovery covers, named in `death` (a consume-once queue
+    restored in place that waits), which run.max_restarts recovers."""
     shards: tuple[int, ...] = ()
     generators: tuple[int, ...] = ()
     learners: str | None = None
     death: str | None = None
+    how: str | None = None
 
 
 def hung_roles(shards: list, generators: list, step: int, tables: list | None = None) -> Hung | None:
     """The stall's verdict from each shard's blocked_reason and each generator's stats probe; None when a rule
     (the pace, the limiter, caps) holds the step, which killing an actor would not change. tables: each shard's
-    stats probe (asked now: the driver's own count lags a restore); a shard restored in place this attempt that
-    waits lost what it waits for (a consume-once queue's inserts after its snapshot, which are made once), so its
-    stall is a death, not a rule."""
+    stats probe (asked now: the driver's own count lags a restore); a consume-once queue restored in place that
+    waits before serving its first batch since (TableStats.restored_waiting) lost what it waits for (its inserts
+    after the snapshot, which are made once), so its stall is a death, not a rule. A keep-all buffer cannot
+    stall after a restore (its credit covers what it lost), nor can any shard once it served a batch again."""
     silent = [i for i, a in enumerate(shards) if isinstance(a, NoAnswer)]
     gens = [i for i, a in enumerate(generators) if isinstance(a, NoAnswer)]
     if silent or gens:
         return Hung(tuple(silent), tuple(gens))
-    dead = [f"replay shard {i}" for i, a in enumerate(shards) if a == "dead"]
-    dead += [f"generator {i}" for i, a in enumerate(generators) if a == "dead"]
-    if dead:
-        return Hung(death=f"{dead[0]} died")
+    dead_shards = tuple(i for i, a in enumerate(shards) if a == "dead")
+    dead_gens = tuple(i for i, a in enumerate(generators) if a == "dead")
+    if dead_shards or dead_gens:  # each through its own restarts first, as supervision routes a death
+        return Hung(dead_shards, dead_gens, how="died")
     waiting = [i for i, a in enumerate(shards) if a not in (SERVED, NOT_ASKED, "ready")]
-    restored = [getattr(a, "shard_restarts", 0) for a in tables or [None] * len(shards)]
-    if back := [i for i in waiting if restored[i]]:
-        return Hung(death=f"replay shard {back[0]} waits since its in-place restore (restart {restored[back[0]]})")
+    tables = tables or [None] * len(shards)
+    if back := [i for i in waiting if getattr(tables[i], "restored_waiting", False)]:
+        i = back[0]
+        return Hung(death=f"replay shard {i} waits since its in-place restore (restart {tables[i].shard_restarts})")
     # every rank took its batch, or never asked for it: no rank waits on its shard, so the ranks hold the step
     if all(a in (SERVED, NOT_ASKED) for a in shards):
         idle = [str(i) for i, a in enumerate(shards) if a == NOT_ASKED]

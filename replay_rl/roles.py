@@ -156,8 +156,8 @@ class Roles:
             raise RunFailed(line)
         r = self.cfg.run
         try:
-            self.recover(hung, f"did not answer in {r.hung_probe_s:g}s after {r.stall_timeout_s:g}s without a "
-                         "learner step")
+            self.recover(hung, hung.how or f"did not answer in {r.hung_probe_s:g}s after {r.stall_timeout_s:g}s "
+                         "without a learner step")
         except RunFailed as e:
             raise RunFailed(f"{line}; {e}", e.death, e.where) from e
 

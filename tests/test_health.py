@@ -27,17 +27,62 @@ def test_a_stall_names_what_hangs_or_leaves_it_to_the_rules(shards, generators, 
     assert str(SILENT) == "no answer in 10s (paused or busy)"
 
 
-def test_a_dead_role_or_a_restored_shard_that_waits_is_a_death_for_run_max_restarts():
+def test_a_dead_role_goes_through_its_own_restarts_and_a_restored_queue_that_waits_is_a_death():
     from replay_rl.replay.table import TableStats
 
-    restored, fresh = TableStats(shard_restarts=1), TableStats()
-    assert hung_roles(["dead", SERVED], ["stats"], step=5) == Hung(death="replay shard 0 died")
-    assert hung_roles([RULE, SERVED], ["stats", "dead"], step=5) == Hung(death="generator 1 died")
-    # a restored shard that waits lost what it waits for (a consume-once queue's rollouts are made once)
-    assert hung_roles([SERVED, RULE], ["stats"], 5, [fresh, restored]) == Hung(
+    # a dead shard or generator is recovered as supervision recovers a death: max_shard_restarts, and
+    # max_generator_restarts, first (a Hung(death=...) restarted every role, or ended a run with max_restarts=0)
+    assert hung_roles(["dead", SERVED], ["stats"], step=5) == Hung(shards=(0,), how="died")
+    assert hung_roles([RULE, SERVED], ["stats", "dead"], step=5) == Hung(generators=(1,), how="died")
+    # a consume-once queue restored in place that waits before its first batch since lost what it waits for
+    waiting, fresh = TableStats(shard_restarts=1, restored_waiting=True), TableStats()
+    assert hung_roles([SERVED, RULE], ["stats"], 5, [fresh, waiting]) == Hung(
         death="replay shard 1 waits since its in-place restore (restart 1)")
-    assert hung_roles([RULE, SERVED], ["stats"], 5, [fresh, restored]) is None  # the rule holds a fresh shard
-    assert hung_roles([SILENT, RULE], ["stats"], 5, [SILENT, restored]) == Hung(shards=(0,))  # hung comes first
+    assert hung_roles([RULE, SERVED], ["stats"], 5, [fresh, waiting]) is None  # the rule holds a fresh shard
+    assert hung_roles([SILENT, RULE], ["stats"], 5, [SILENT, waiting]) == Hung(shards=(0,))  # hung comes first
+    # restored once, served since (or a keep-all buffer): a later stall is the rule's, not the restore's
+    served_since = TableStats(shard_restarts=1)
+    assert hung_roles([SERVED, RULE], ["stats"], 5, [fresh, served_since]) is None
+
+
+@pytest.mark.parametrize("replay_type, flagged", [("lifo_once", True), ("fifo", False)])
+def test_a_restore_is_blamed_only_until_the_queue_serves_a_batch(tmp_path, replay_type, flagged):
+    cfg = RunConfig.load(None, ["cluster.learners=1", "learner.batch_size=4", "replay.capacity=16",
+                                "cluster.emulate=null", f"run.output_dir={tmp_path}", f"replay.type={replay_type}",
+                                "replay.snapshot_every_steps=1"])
+
+    async def scenario():
+        first = ReplayShardImpl(cfg, 0)
+        await first.insert(make_batch(8))
+        await first.sample(4, 0)
+        assert not first.stats().restored_waiting
+        back = ReplayShardImpl(cfg, 0, reconstructed=True)  # Ray restarts it in place
+        assert back.stats().restored_waiting is flagged and back.stats().shard_restarts == 1
+        await back.insert(make_batch(8))
+        await back.sample(4, 1)
+        st = back.stats()
+        assert not st.restored_waiting and st.shard_restarts == 1  # the count stays; the blame goes
+
+    asyncio.run(scenario())
+
+
+def test_a_dead_role_in_a_stall_is_recovered_by_its_own_restarts():
+    from replay_rl.roles import Roles
+
+    class Recording(Roles):
+        def diagnose(self, consumer_version):
+            return "stalled", self.verdict
+
+        def recover_shard(self, i, cause):
+            self.calls.append(("shard", i, cause))
+
+        def recover_generator(self, i, cause):
+            self.calls.append(("generator", i, cause))
+
+    roles = Recording(RunConfig.load(None, []), None, None, None, None, [], None, "")
+    roles.calls, roles.verdict = [], Hung((1,), (0,), how="died")
+    roles.recover_hung(3)
+    assert roles.calls == [("shard", 1, "died"), ("generator", 0, "died")]
 
 
 def test_a_shard_says_whether_its_rank_took_its_batch_or_has_not_asked(tmp_path):

@@ -47,6 +47,9 @@ class ReplayShardImpl:
         self.live = LiveSnapshots(cfg.replay.snapshot_every_steps,
                                   shard_dir(Path(cfg.run.output_dir) / "replay_live", shard_id), cfg.consumes_once)
         self.restarts, self.restored_inserts, self._recovering = 0, 0, False
+        # a consume-once queue restored in place lost inserts that are made once: until it serves a batch again, a
+        # stall it holds is a death (health.hung_roles); a keep-all buffer's credit covers what it lost
+        self.consumes_once, self.restored_waiting = cfg.consumes_once, False
         self.asked, self.served = -1, -1  # the consumer versions of the last sample asked for and served
         if reconstructed:
             self._recover()
@@ -60,6 +63,7 @@ class ReplayShardImpl:
             self.table.load_state(*drop_keys(arrays, counters, self.live.consumed()))
         self.restored_inserts = self.table.stats().inserts
         self._recovering = True  # the limiter learns the learner's version at the next sample
+        self.restored_waiting = self.consumes_once
 
     def _condition(self) -> asyncio.Condition:
         if self._cond is None:  # created lazily, inside the actor's event loop
@@ -104,13 +108,14 @@ class ReplayShardImpl:
             batch, info = self.table.sample(n, consumer_version)
             out = batch, replace(info, rules=rules)
             self.live.served(info.keys)
-            self.served = consumer_version
+            self.served, self.restored_waiting = consumer_version, False
             cond.notify_all()  # a rate-limited insert may proceed now
         return out
 
     def stats(self) -> TableStats:
         st = self.table.stats()
         st.shard_restarts, st.restored_inserts = self.restarts, self.restored_inserts
+        st.restored_waiting = self.restored_waiting
         return st
 
     def blocked_reason(self, n: int, consumer_version: int) -> str:

@@ -54,6 +54,7 @@ class TableStats:
     # set by the shard actor, not the table: times it was restored in place, and the insert count it restored
     shard_restarts: int = 0
     restored_inserts: int = 0
+    restored_waiting: bool = False  # a consume-once queue restored in place that has served no batch since
     rollouts_lost: int = 0  # set by the driver's ReplayClient: inserts a shard lost between snapshot and death
 
     @property
