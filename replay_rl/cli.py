@@ -92,9 +92,15 @@ def train(config: Optional[Path] = ConfigOpt, set_: Optional[List[str]] = SetOpt
 
     from replay_rl.preflight import preflight
 
+    from replay_rl.run_folder import AlreadyFinished
+
     cfg = _load(config, set_)
     with _config_errors_exit_2():
-        preflight(cfg)  # before the bar and before Ray: a bad input is one line and exit 2
+        try:
+            preflight(cfg)  # before the bar and before Ray: a bad input is one line and exit 2
+        except AlreadyFinished as e:  # rerun as is (a requeued job, resume_from=auto): done, not an error
+            typer.echo(str(e), err=True)
+            raise typer.Exit(0) from None
     from replay_rl.trainer import train as run  # Ray, torch and DeepSpeed: only once the inputs are known good
     shown: dict = {}
     # the bar on stderr: stdout carries only the closing summary

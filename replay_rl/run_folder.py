@@ -15,6 +15,7 @@ import json
 import os
 import shutil
 import socket
+import sys
 import time
 import uuid
 from dataclasses import dataclass
@@ -25,9 +26,14 @@ from replay_rl.config import ConfigError, RunConfig
 
 RUN_FILE = "run.json"
 LOCK_FILE = ".run.lock"
+SET_ASIDE = "checkpoints_set_aside"  # this run's checkpoints past the earlier step a start resumed from
 # what a run writes into its folder: run.overwrite removes these and nothing else (output_dir may hold other files)
-ARTEFACTS = ("checkpoints", "replay_live", "metrics.jsonl", "tb", "plots", "final_model", "replay_stats.json",
-             "placement.json", "config.json", "error.log", "ray.log", RUN_FILE)
+ARTEFACTS = ("checkpoints", "replay_live", "metrics.jsonl", "metrics.jsonl.partial", "tb", "plots", "final_model",
+             "replay_stats.json", "placement.json", "config.json", "error.log", "ray.log", RUN_FILE, SET_ASIDE)
+
+
+class AlreadyFinished(ConfigError):
+    """run.resume_from=auto on a run already at run.steps: nothing to do (the CLI exits 0 with its line)."""
 
 
 @dataclass(frozen=True)
@@ -42,8 +48,12 @@ class FolderLock:
     however it ends (SIGKILL included): there is no stale lock to clear by hand."""
 
     def __init__(self, out: Path) -> None:
-        out.mkdir(parents=True, exist_ok=True)
-        self.fd = os.open(out / LOCK_FILE, os.O_RDWR | os.O_CREAT, 0o644)
+        try:
+            out.mkdir(parents=True, exist_ok=True)
+            self.fd = os.open(out / LOCK_FILE, os.O_RDWR | os.O_CREAT, 0o644)
+        except OSError as e:  # no permission, a read-only mount: one line, not a traceback
+            raise ConfigError(f"run.output_dir {str(out)!r}: cannot create {LOCK_FILE} there ({e.strerror or e}); "
+                              "pick a folder you can write") from None
         try:
             fcntl.flock(self.fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
@@ -51,6 +61,10 @@ class FolderLock:
             os.close(self.fd)
             raise ConfigError(f"run.output_dir {str(out)!r} is in use by another run (driver pid {holder}); wait for "
                               "it to end or stop it, or pick another run.output_dir") from None
+        except OSError as e:  # flock unsupported (some NFS or FUSE mounts: ENOLCK, EOPNOTSUPP)
+            os.close(self.fd)
+            raise ConfigError(f"run.output_dir {str(out)!r}: cannot lock {LOCK_FILE} there ({e.strerror or e}); "
+                              "use a local folder (or a mount with file locks)") from None
         os.ftruncate(self.fd, 0)
         os.pwrite(self.fd, f"{os.getpid()} on {socket.gethostname()}".encode(), 0)
 
@@ -68,6 +82,7 @@ def start_run(cfg: RunConfig, out: Path) -> RunStart:
     clean_stale(out)
     if run.resume is not None:
         verify(run.resume)
+        set_aside_later(out, run)
     if read_run_id(out) != run.run_id:
         out.mkdir(parents=True, exist_ok=True)
         (out / RUN_FILE).write_text(json.dumps({"run_id": run.run_id, "started": time.strftime("%Y-%m-%dT%H:%M:%S%z")}))
@@ -91,6 +106,9 @@ def check_folder(cfg: RunConfig, out: Path) -> RunStart:
             raise ConfigError(f"run.resume_from: {str(resume)!r} was saved by run {theirs}, not by this folder's "
                               f"run {own} (run.json); pass one of its own checkpoints, or start over with "
                               "run.overwrite=true")
+        if (done := step_of(resume)) >= cfg.run.steps:  # the loop would not run: nothing to train, nothing to log
+            raise AlreadyFinished(f"run.output_dir {str(out)!r}: already finished at step {done} "
+                                  f"(run.steps={cfg.run.steps}); raise run.steps to extend it")
         return RunStart(own or theirs or new_run_id(), resume)
     if src == "auto":  # no checkpoint yet: the folder's run, again from step 0
         return RunStart(own or new_run_id(), None)
@@ -128,32 +146,51 @@ def read_run_id(folder: Path) -> str | None:
     return json.loads(path.read_text())["run_id"] if path.is_file() else None
 
 
+def step_of(checkpoint: Path) -> int:
+    return int(checkpoint.name.removeprefix("step_"))
+
+
+def set_aside_later(out: Path, run: RunStart) -> None:
+    """Move this run's checkpoints past the step it resumes from out of checkpoints/: a branch the user abandoned,
+    which a restart (latest_own_checkpoint) would otherwise resume instead of this branch's newest."""
+    at, root = step_of(run.resume), out / "checkpoints"
+    for p in sorted(root.glob("step_*")) if root.is_dir() else []:
+        if is_checkpoint(p) and step_of(p) > at and read_run_id(p) == run.run_id:
+            dest = out / SET_ASIDE / f"{p.name}.{time.strftime('%Y%m%d-%H%M%S')}"
+            dest.parent.mkdir(exist_ok=True)
+            p.rename(dest)
+            print(f"{p} is past step {at}, which this start resumes from: moved aside to {dest}", file=sys.stderr,
+                  flush=True)
+
+
 def latest_own_checkpoint(out: Path, run_id: str) -> Path | None:
     """The newest complete checkpoint this run saved in `out` (where a restart resumes), verified against its
     manifest: one changed since it was saved is refused rather than passed over for an older one."""
     root = out / "checkpoints"
     own = [p for p in root.glob("step_*") if is_checkpoint(p) and read_run_id(p) == run_id] if root.is_dir() else []
-    newest = max(own, key=lambda p: int(p.name.removeprefix("step_")), default=None)
+    newest = max(own, key=step_of, default=None)
     if newest is not None:
         verify(newest)
     return newest
 
 
-def save_checkpoint(roles, out: Path, step: int, ledger, run_id: str) -> Path:
+def save_checkpoint(roles, out: Path, step: int, ledger, run_id: str | None) -> Path:
     """roles.checkpoint, with the run id staged first so that it is committed with the checkpoint in one rename
     (roles.checkpoint adds to the staging folder and renames it whole)."""
     staging = staging_dir(out, step)
     shutil.rmtree(staging, ignore_errors=True)  # a save that died half-written; under the lock, only ours are here
     staging.mkdir(parents=True)
-    (staging / RUN_FILE).write_text(json.dumps({"run_id": run_id}))
+    if run_id is not None:  # a run with no id (a benchmark's loop) saves none: {"run_id": null} would match any
+        (staging / RUN_FILE).write_text(json.dumps({"run_id": run_id}))
     return roles.checkpoint(out, step, ledger)
 
 
-def final_checkpoint(roles, out: Path, step: int, ledger, run_id: str, saved: Path | None) -> Path:
+def final_checkpoint(roles, out: Path, step: int, ledger, run_id: str | None, saved: Path | None) -> Path:
     """The end state: the checkpoint this attempt saved or resumed from at `step` (`saved`) where there is one,
     else a new save. One of that step that is merely on disk may be another run's, or this run's from before a
     resume to an earlier step: kept, it would be handed out as the final model."""
     final = checkpoint_dir(out, step)
-    if saved is not None and saved.resolve() == final.resolve() and read_run_id(final) == run_id:
+    own = run_id is not None and read_run_id(final) == run_id  # no id proves nothing: None == None
+    if saved is not None and saved.resolve() == final.resolve() and own:
         return final
     return save_checkpoint(roles, out, step, ledger, run_id)

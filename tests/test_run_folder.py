@@ -11,9 +11,11 @@ import time
 
 import pytest
 
-from replay_rl.checkpoints import STATE_FILE, write_manifest
+from replay_rl.checkpoints import STATE_FILE, checkpoint_dir, commit, staging_dir, write_manifest
 from replay_rl.config import ConfigError, RunConfig
-from replay_rl.run_folder import LOCK_FILE, RUN_FILE, FolderLock, latest_own_checkpoint, read_run_id, start_run
+from replay_rl.preflight import check_output_dir
+from replay_rl.run_folder import (LOCK_FILE, RUN_FILE, SET_ASIDE, AlreadyFinished, FolderLock, final_checkpoint,
+                                  latest_own_checkpoint, read_run_id, save_checkpoint, start_run)
 
 
 def cfg_for(out, *overrides):
@@ -54,7 +56,7 @@ def test_a_fresh_run_in_another_runs_folder_is_refused_in_one_line(tmp_path):
 
 def test_overwrite_removes_the_runs_artefacts_and_nothing_else(tmp_path):
     fake_run(tmp_path, "aaaa")
-    for name in ("replay_stats.json", "config.json", "ray.log"):
+    for name in ("replay_stats.json", "config.json", "ray.log", "metrics.jsonl.partial"):
         (tmp_path / name).write_text("{}")
     (tmp_path / "replay_live" / "shard_0").mkdir(parents=True)
     (tmp_path / "notes.txt").write_text("mine")
@@ -124,3 +126,59 @@ def test_a_second_cli_driver_in_a_held_folder_stops_in_one_line_before_ray(tmp_p
             f"{os.uname().nodename}); wait for it to end or stop it, or pick another run.output_dir")
     assert proc.returncode == 2 and proc.stderr.strip() == line, proc.stderr
     assert not (tmp_path / "ray.log").exists() and time.monotonic() - t0 < 60  # stopped before Ray started
+
+
+def test_a_start_from_an_earlier_step_sets_the_later_branch_aside(tmp_path):
+    # resumed from step_10 while this run's step_20 exists: a restart must resume this branch, never step_20
+    fake_run(tmp_path, "aaaa", steps=(10, 20))
+    start = start_run(cfg_for(tmp_path, f"run.resume_from={tmp_path / 'checkpoints' / 'step_10'}"), tmp_path)
+    assert start.run_id == "aaaa" and start.resume.name == "step_10"
+    assert latest_own_checkpoint(tmp_path, "aaaa").name == "step_10"
+    aside = list((tmp_path / SET_ASIDE).iterdir())
+    assert [p.name.split(".")[0] for p in aside] == ["step_20"] and (aside[0] / STATE_FILE).is_file()  # kept
+
+
+def test_a_finished_run_rerun_with_auto_says_so_in_one_line(tmp_path):
+    fake_run(tmp_path, "aaaa", steps=(2, 4))
+    for steps in (4, 3):
+        with pytest.raises(AlreadyFinished) as e:
+            check_output_dir(cfg_for(tmp_path, "run.resume_from=auto", f"run.steps={steps}"))
+        assert str(e.value) == (f"run.output_dir {str(tmp_path)!r}: already finished at step 4 (run.steps={steps}); "
+                                "raise run.steps to extend it")
+    assert start_run(cfg_for(tmp_path, "run.resume_from=auto", "run.steps=8"), tmp_path).resume.name == "step_4"
+    # the CLI: the line and exit 0 (a requeued job's rerun is done, not failed), no traceback, nothing on stdout
+    proc = subprocess.run([sys.executable, "-m", "replay_rl.cli", "train", "-s", f"run.output_dir={tmp_path}", "-s",
+                           "run.resume_from=auto", "-s", "run.steps=4"], capture_output=True, text=True, timeout=120)
+    line = f"run.output_dir {str(tmp_path)!r}: already finished at step 4 (run.steps=4); raise run.steps to extend it"
+    assert proc.returncode == 0 and proc.stderr.strip().splitlines() == [line], proc.stderr
+    assert not proc.stdout.strip()
+
+
+def test_a_folder_that_cannot_be_made_or_locked_is_one_line(tmp_path, monkeypatch):
+    (tmp_path / "file").write_text("")
+    with pytest.raises(ConfigError, match=r"cannot create .run.lock there \(Not a directory\); pick a folder"):
+        check_output_dir(cfg_for(tmp_path / "file" / "run"))
+
+    def no_locks(fd, op):
+        raise OSError(37, "No locks available")  # ENOLCK: flock on some NFS mounts
+
+    monkeypatch.setattr("replay_rl.run_folder.fcntl.flock", no_locks)
+    with pytest.raises(ConfigError, match=r"cannot lock .run.lock there \(No locks available\); use a local"):
+        check_output_dir(cfg_for(tmp_path / "nfs"))
+
+
+class SavingRoles:
+    """roles.checkpoint as Roles does it: adds its state to the staging folder and commits it whole."""
+
+    def checkpoint(self, out, step, ledger):
+        (staging_dir(out, step) / STATE_FILE).write_text(json.dumps({"step": step}))
+        return commit(staging_dir(out, step), checkpoint_dir(out, step))
+
+
+def test_a_run_without_an_id_writes_none_and_adopts_nothing(tmp_path):
+    saved = save_checkpoint(SavingRoles(), tmp_path, 2, None, None)
+    assert not (saved / RUN_FILE).exists()  # was {"run_id": null}
+    before = saved.stat().st_ino
+    # None == None is no proof that the checkpoint on disk is this attempt's: it saves anew
+    assert final_checkpoint(SavingRoles(), tmp_path, 2, None, None, saved) == saved
+    assert saved.stat().st_ino != before
