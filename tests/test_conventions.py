@@ -21,7 +21,8 @@ CORE = ["replay_rl.config", "replay_rl.rollout", "replay_rl.replay.selectors", "
         "replay_rl.learner.engine", "replay_rl.sync.base", "replay_rl.sync.buckets", "replay_rl.generation.hf",
         "replay_rl.models",
         # the probe runs in one process: no Ray, no DeepSpeed (probe/run.py)
-        "replay_rl.probe.estimators", "replay_rl.probe.recommend", "replay_rl.probe.report",
+        "replay_rl.probe.estimators", "replay_rl.probe.correlations", "replay_rl.probe.effective",
+        "replay_rl.probe.status", "replay_rl.probe.recommend", "replay_rl.probe.report",
         "replay_rl.probe.run"]
 
 

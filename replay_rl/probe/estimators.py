@@ -50,11 +50,23 @@ class Sketches:
     capacity: float       # N: rollouts the probe's buffer held at a probe point (mean over points), for ρ
     # (P, H+1) ‖θ_t − θ_{t−τ}‖ (sketched) per probe point and age; None: κ is not estimated
     drift: np.ndarray | None = None
+    # (n,) int: times the learner sampled the rollout before this probe point (fresh: 0); None: not kept
+    uses: np.ndarray | None = None
+    # name → (n,) float per-rollout mechanism columns at θ_t (effective.MECHANISM); None: not measured
+    columns: dict[str, np.ndarray] | None = None
 
     def __post_init__(self) -> None:
         n = len(self.g)
         if not (len(self.age) == len(self.cluster) == len(self.probe) == n and self.g.ndim == 2):
             raise ValueError("Sketches: g, age, cluster and probe must have one row per rollout")
+        if any(len(x) != n for x in [*([] if self.uses is None else [self.uses]), *(self.columns or {}).values()]):
+            raise ValueError("Sketches: uses and every column must have one row per rollout")
+
+    def subset(self, keep: np.ndarray) -> Sketches:
+        """The rows in the boolean mask `keep` (drift and capacity kept)."""
+        cols = None if self.columns is None else {k: v[keep] for k, v in self.columns.items()}
+        return Sketches(self.g[keep], self.age[keep], self.cluster[keep], self.probe[keep], self.capacity,
+                        self.drift, None if self.uses is None else self.uses[keep], cols)
 
 
 @dataclass(frozen=True)
@@ -62,9 +74,10 @@ class Interval:
     value: float
     lo: float
     hi: float
+    stretched: bool = False  # a percentile interval that missed its own estimate, widened to contain it
 
     def as_dict(self) -> dict[str, float]:
-        return {"value": self.value, "lo": self.lo, "hi": self.hi}
+        return {"value": self.value, "lo": self.lo, "hi": self.hi} | ({"stretched": True} if self.stretched else {})
 
 
 @dataclass(frozen=True)
