@@ -5,154 +5,21 @@ import contextlib
 import json
 import os
 import re
-import signal
-import socket
 import subprocess
 import sys
 import time
-from dataclasses import dataclass
 from pathlib import Path
 
-import numpy as np
-import psutil  # Ray's own dependency
 import pytest
 
 from replay_rl.metrics import read_metrics
 
 ROOT = Path(__file__).parents[1]
+sys.path.insert(0, str(ROOT / "cluster"))
+from loopback import (PATH, PLACED, Cluster, NodeDown, bring_up, kill_node, replace_node,  # noqa: E402
+                      stop_nodes, submit_command)
+
 pytestmark = [pytest.mark.slow, pytest.mark.ray]
-# the `ray` command of this interpreter's environment, also when that environment is not activated
-PATH = os.pathsep.join([str(Path(sys.executable).parent), os.environ.get("PATH", "")])
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-BRING_UP_S = 300  # per node: idle, a node is up in about 10 s; a loaded box is many times slower
-RAY_CLI_S = 30    # one `ray status` / `ray job list`: against a node that died, it blocks for minutes
-
-
-class NodeDown(RuntimeError):
-    """A node of the test cluster exited or did not come up (seen under load: a raylet that waited too long for its
-    dashboard agent aborted at start-up, and the fixture then waited on `ray status` against a dead head)."""
-
-
-def start_node(log: Path, *args: str) -> subprocess.Popen:
-    """One `ray start --block` on loopback, every port its own (several nodes share this box), in its own process
-    group: stopping it stops only that node. Its output goes to `log`, read back when it fails."""
-    agent, agent_grpc, runtime_env, metrics = (free_port() for _ in range(4))
-    with open(log, "w") as out:
-        return subprocess.Popen(["ray", "start", "--block", f"--dashboard-agent-listen-port={agent}",
-                                 f"--dashboard-agent-grpc-port={agent_grpc}", f"--runtime-env-agent-port={runtime_env}",
-                                 f"--metrics-export-port={metrics}", "--node-ip-address=127.0.0.1",
-                                 "--disable-usage-stats", *args],
-                                stdout=out, stderr=subprocess.STDOUT, start_new_session=True,
-                                env={**os.environ, "PATH": PATH, "RAY_AUTH_MODE": "token"})  # workers need the token
-
-
-def stop_nodes(nodes: list[subprocess.Popen], grace_s: float = 5) -> None:
-    """SIGTERM, then SIGKILL to each node's process group after grace_s: `ray start --block` took 33 s to stop a
-    head gracefully here, and every process a node starts (GCS, raylet, dashboard, agents) is in its group."""
-    for group in (nodes[1:], nodes[:1]):  # the workers together, then the head
-        for node in group:
-            with contextlib.suppress(ProcessLookupError):
-                os.killpg(node.pid, signal.SIGTERM)
-        for node in group:
-            try:
-                node.wait(timeout=grace_s)
-            except subprocess.TimeoutExpired:
-                os.killpg(node.pid, signal.SIGKILL)
-                node.wait(timeout=60)
-
-
-def kill_node(node: subprocess.Popen) -> None:
-    """A host lost at once: the node's `ray start` and every process under it, SIGKILLed together. Killing the
-    process group is not enough: the raylet's workers (a learner rank among them) run in sessions of their own and
-    kept training for several steps, until the node's missed heartbeats were noticed."""
-    tree = [psutil.Process(node.pid), *psutil.Process(node.pid).children(recursive=True)]
-    for proc in tree:
-        with contextlib.suppress(psutil.NoSuchProcess):
-            proc.kill()
-    node.wait(timeout=60)
-
-
-def ray_cli(*args: str) -> subprocess.CompletedProcess | None:
-    env = {**os.environ, "RAY_AUTH_MODE": "token", "PATH": PATH}
-    try:
-        return subprocess.run(["ray", *args], capture_output=True, text=True, env=env, timeout=RAY_CLI_S)
-    except subprocess.TimeoutExpired:
-        return None
-
-
-def wait_for(ready, nodes: list[subprocess.Popen], logs: list[Path], what: str) -> None:
-    """Poll ready() until it holds, failing at once when a node process has exited (with its last output line)."""
-    end = time.monotonic() + BRING_UP_S
-    while time.monotonic() < end:
-        for node, log in zip(nodes, logs):
-            if node.poll() is not None:
-                last = (log.read_text().strip().splitlines() or ["no output"])[-1]
-                raise NodeDown(f"{what}: node {log.stem} exited with code {node.returncode}: {last[-300:]}")
-        if ready():
-            return
-        time.sleep(1)
-    raise NodeDown(f"{what}: not within {BRING_UP_S}s")
-
-
-@dataclass
-class Cluster:
-    address: str                  # the head's job server
-    gcs: int                      # the head's port, which a node joins at
-    nodes: list[subprocess.Popen]  # head first; a test that starts a node adds it, so that teardown stops it
-    logs: Path
-
-
-def bring_up(logs_dir: Path) -> Cluster:
-    """A head offering generator_node and two workers offering one learner_node each, started one at a time (two
-    nodes registering at once timed out here); every port is chosen here, so the nodes never collide with each
-    other or with the test session's own cluster."""
-    gcs, dash, client = (free_port() for _ in range(3))
-    address = f"http://127.0.0.1:{dash}"
-    nodes, logs = [], []
-    try:
-        logs.append(logs_dir / "head.log")
-        nodes.append(start_node(logs[-1], "--head", f"--port={gcs}", f"--dashboard-port={dash}",
-                                f"--ray-client-server-port={client}", "--dashboard-host=127.0.0.1", "--num-cpus=2",
-                                "--include-dashboard=true", '--resources={"generator_node": 2}'))
-        wait_for(lambda: (r := ray_cli("job", "list", "--address", address)) is not None and r.returncode == 0,
-                 nodes, logs, "the head's job server")
-        for joined in (2, 3):
-            logs.append(logs_dir / f"worker{joined - 1}.log")
-            nodes.append(start_learner_node(gcs, logs[-1]))
-            wait_for(lambda: (r := ray_cli("status", f"--address=127.0.0.1:{gcs}")) is not None
-                     and r.stdout.count(" node_") >= joined, nodes, logs, f"worker node {joined - 1} joining")
-    except NodeDown:
-        stop_nodes(nodes)
-        raise
-    return Cluster(address, gcs, nodes, logs_dir)
-
-
-def start_learner_node(gcs: int, log: Path) -> subprocess.Popen:
-    """A worker node offering one learner rank's place (learner_node: 1), joined to the head at port `gcs`."""
-    return start_node(log, f"--address=127.0.0.1:{gcs}", "--num-cpus=1", '--resources={"learner_node": 1}')
-
-
-def offered(cluster: Cluster, resource: str) -> float:
-    """How much of a custom resource the live nodes offer, as `ray status` totals it (0 when it cannot tell)."""
-    r = ray_cli("status", f"--address=127.0.0.1:{cluster.gcs}")
-    found = re.search(rf"/([\d.]+) {resource}\b", r.stdout) if r is not None and r.returncode == 0 else None
-    return float(found.group(1)) if found else 0.0
-
-
-def replace_node(cluster: Cluster, name: str, learner_nodes: int = 2) -> None:
-    """Start a learner node and wait until the cluster offers `learner_nodes` of them: a run submitted before the
-    node registers is refused by preflight, rightly (the first CI run under load did so). While a lost node is not
-    yet declared dead it still counts, so the wait then returns at once and the run's own node wait takes over."""
-    cluster.nodes.append(start_learner_node(cluster.gcs, cluster.logs / f"{name}.log"))
-    wait_for(lambda: offered(cluster, "learner_node") >= learner_nodes, cluster.nodes[-1:],
-             [cluster.logs / f"{name}.log"], f"{name} joining")
 
 
 @pytest.fixture(scope="module")
@@ -176,15 +43,8 @@ def head(cluster):
     return cluster.address
 
 
-def submit_command(address, *args) -> list[str]:
-    return [sys.executable, str(ROOT / "cluster" / "submit.py"), "--address", address, *args]
-
-
 def submit(address, *args):
     return subprocess.run(submit_command(address, *args), capture_output=True, text=True, timeout=900)
-
-
-PLACED = ["-s", "cluster.generator_resources={generator_node: 1}", "-s", "cluster.learner_resources={learner_node: 1}"]
 
 
 def test_tiny_job_runs_to_completion_and_writes_metrics(head, warm_model, tmp_path):

@@ -1,0 +1,219 @@
+"""One fault-soak trial: start a short run, wait for its step (train rows in metrics.jsonl) and its window (a
+checkpoint's staging folder, a publish in flight), fault one process of a role, then judge the run by what it left.
+
+Processes are found only in this trial's process tree (the driver's descendants, or the loopback cluster's nodes):
+another Ray on the box (a benchmark) runs actors of the same classes, and must never be signalled."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import signal
+import subprocess
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import psutil  # Ray's own dependency
+
+from replay_rl.config import RunConfig
+from replay_rl.metrics import read_metrics
+from replay_rl.replay.budget_check import k_inf_past_budget
+from replay_rl.run_folder import read_run_id
+
+# Ray titles an actor's worker `ray::<Class>`, and `ray::<Class>.<method>` while it runs a call
+ROLES = {"generator": "GeneratorImpl", "replay shard": "ReplayShardActor", "learner rank": "LearnerRankImpl",
+         "weight board": "WeightBoard", "generator reports": "GeneratorReports", "evaluator": "EvaluatorImpl"}
+FAULTS = ("kill", "stop", "stop in checkpoint", "stop in publish")
+PUBLISH_TITLE = "ray::LearnerRankImpl.publish"  # rank 0 putting the new weights on the board
+# short bounds, so a hung role is found within a trial; stall_timeout_s must still exceed the slowest step here
+BOUNDS = {"run.stall_timeout_s": 20, "run.hung_probe_s": 10, "run.checkpoint_timeout_s": 30, "sync.timeout_s": 20,
+          "run.eval_timeout_s": 30, "run.recovery_timeout_s": 30, "run.resume_timeout_s": 120}
+HOLD_S = max(BOUNDS["run.stall_timeout_s"] + BOUNDS["run.hung_probe_s"], *BOUNDS.values()) + 15
+WINDOW_S = 120      # how long a stop waits for its checkpoint or publish before it is applied anyway
+ATTEMPT_S = 900     # one run (or its resume): past this it is stopped and the trial fails
+
+
+@dataclass(frozen=True)
+class Trial:
+    index: int
+    role: str      # a key of ROLES, or "node" (a learner node of the loopback cluster)
+    fault: str     # one of FAULTS
+    step: int      # the fault lands once this many train rows are written (then waits for its window)
+    replay: str    # replay.type: fifo, or lifo_once (consume-once: each rollout trained once)
+    pick: int      # which of the role's processes (sorted pids, modulo their number)
+
+
+@dataclass
+class Outcome:
+    trial: Trial
+    passed: bool = False
+    path: str = ""          # finished | resumed | failed
+    landed_at: int = 0      # train rows written when the signal was sent
+    target: str = ""        # the process signalled
+    window: str = ""        # where the fault landed: after a row, in .step_N.partial, in a publish
+    lines: list[str] = field(default_factory=list)     # restart lines and the one-line failure, as printed
+    problems: list[str] = field(default_factory=list)  # why the trial failed
+    wall_s: float = 0.0
+
+
+def titled(procs: list[psutil.Process], cls: str) -> list[psutil.Process]:
+    """The processes among procs whose title is Ray's for an actor of class `cls` (idle or in a call)."""
+    out = []
+    for p in procs:
+        with contextlib.suppress(psutil.Error):
+            title = " ".join(p.cmdline())
+            if title == f"ray::{cls}" or title.startswith(f"ray::{cls}."):
+                out.append(p)
+    return sorted(out, key=lambda p: p.pid)
+
+
+def tree(roots: list[int]) -> list[psutil.Process]:
+    """roots and every process below them (this trial's driver, or the loopback cluster's nodes)."""
+    out = []
+    for pid in roots:
+        with contextlib.suppress(psutil.Error):
+            root = psutil.Process(pid)
+            out += [root, *root.children(recursive=True)]
+    return out
+
+
+def trained(out: Path) -> int:
+    path = out / "metrics.jsonl"
+    return len(read_metrics(path, "train")) if path.is_file() else 0
+
+
+def wait_window(trial: Trial, out: Path, procs: list[psutil.Process], running) -> str:
+    """Block until the trial's window opens: a checkpoint being staged, or learner rank 0 in its publish call."""
+    end = time.monotonic() + WINDOW_S
+    while running() and time.monotonic() < end:
+        if trial.fault == "stop in checkpoint":
+            if staged := sorted((out / "checkpoints").glob(".step_*.partial")):
+                return f"in {staged[0].name}"
+            time.sleep(0.02)
+        elif trial.fault == "stop in publish":
+            for p in procs:
+                with contextlib.suppress(psutil.Error):
+                    if " ".join(p.cmdline()).startswith(PUBLISH_TITLE):
+                        return "in a publish"
+            time.sleep(0.002)  # a tiny model's publish lasts milliseconds
+        else:
+            return "after a row"
+    return "window missed: after a row"
+
+
+def inject(trial: Trial, out: Path, proc: subprocess.Popen, targets, outcome: Outcome) -> list[psutil.Process]:
+    """Fault the trial's role once its step is reached; returns the processes stopped (to be continued).
+    targets(trial) -> (the role's candidate processes, the learner ranks), from this trial's tree only."""
+    running = lambda: proc.poll() is None  # noqa: E731
+    while running() and trained(out) < trial.step:
+        time.sleep(0.2)
+    if not running():
+        outcome.problems.append(f"the run ended before step {trial.step}; no fault was applied")
+        return []
+    candidates, ranks = targets(trial)
+    if not candidates:
+        outcome.problems.append(f"no process of role {trial.role} found in this run's tree")
+        return []
+    outcome.window = wait_window(trial, out, ranks, running)
+    victims = candidates[trial.pick % len(candidates)]
+    victims = victims if isinstance(victims, list) else [victims]  # a node: every process of it
+    sig = signal.SIGKILL if trial.fault == "kill" else signal.SIGSTOP
+    for p in victims:
+        with contextlib.suppress(psutil.Error):
+            p.send_signal(sig)
+    outcome.landed_at, outcome.target = trained(out), f"pid {victims[0].pid} ({trial.role})"
+    return [] if sig == signal.SIGKILL else victims
+
+
+def alive(p: psutil.Process) -> bool:
+    with contextlib.suppress(psutil.Error):
+        return p.status() != psutil.STATUS_ZOMBIE  # killed by the run, not yet reaped by its raylet
+    return False
+
+
+def hold_then_continue(stopped: list[psutil.Process], proc: subprocess.Popen) -> None:
+    """Keep the stopped processes stopped for HOLD_S (past every bound) or until they are gone, then SIGCONT."""
+    end = time.monotonic() + HOLD_S
+    while time.monotonic() < end and proc.poll() is None and any(map(alive, stopped)):
+        time.sleep(0.5)
+    for p in stopped:
+        with contextlib.suppress(psutil.Error):
+            p.send_signal(signal.SIGCONT)
+
+
+def finish(proc: subprocess.Popen) -> int:
+    """The run's exit code; one past ATTEMPT_S is stopped (SIGTERM: the driver stops its own Ray) and counts 124."""
+    try:
+        return proc.wait(timeout=ATTEMPT_S)
+    except subprocess.TimeoutExpired:
+        proc.terminate()
+        try:
+            proc.wait(timeout=90)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+        return 124
+
+
+def run_trial(trial: Trial, out: Path, overrides: list[str], runtime) -> Outcome:
+    """runtime (fault_soak.Local or .Loopback): launch(settings, log) -> (Popen, its output file); targets(trial) as
+    in inject; after_fault(trial); failed_prefix, how its one-line failure starts ("run failed: ", or
+    "submit: job failed: " through ray job submit)."""
+    outcome, t0, failed_prefix = Outcome(trial), time.monotonic(), runtime.failed_prefix
+    settings = [*overrides, f"replay.type={trial.replay}", f"run.seed={trial.index}", f"run.output_dir={out}"]
+    proc, err = runtime.launch(settings, out.with_name(out.name + ".log"))
+    stopped: list[psutil.Process] = []
+    try:
+        stopped = inject(trial, out, proc, runtime.targets, outcome)
+        if outcome.target:
+            runtime.after_fault(trial)
+        hold_then_continue(stopped, proc)
+        rc = finish(proc)
+    finally:
+        for p in stopped:  # a trial that raised leaves nothing stopped
+            with contextlib.suppress(psutil.Error):
+                p.send_signal(signal.SIGCONT)
+    outcome.lines = [ln for ln in err.read_text().splitlines() if recovery_line(ln, failed_prefix)]
+    outcome.path = "finished" if rc == 0 else "failed"
+    if rc != 0:
+        one_line = rc == 1 and sum(ln.startswith(failed_prefix) for ln in outcome.lines) == 1
+        if not one_line:
+            outcome.problems.append(f"exit {rc} without one '{failed_prefix.strip()}' line (see {err})")
+        else:  # stopped in one line: run.resume_from=auto must finish it
+            proc, err = runtime.launch([*settings, "run.resume_from=auto"], out.with_name(out.name + ".resume.log"))
+            rc = finish(proc)
+            outcome.path = "resumed" if rc == 0 else "failed"
+            if rc != 0:
+                tail = (err.read_text().strip().splitlines() or ["no output"])[-1]
+                outcome.problems.append(f"the resume exited {rc}: {tail[-300:]}")
+    if rc == 0:
+        outcome.problems += check_run(RunConfig.load(None, settings), out)
+    outcome.passed, outcome.wall_s = not outcome.problems, round(time.monotonic() - t0, 1)
+    return outcome
+
+
+def recovery_line(line: str, failed_prefix: str) -> bool:
+    """A line the run printed about a fault: a role recovered in place, a restart, or the one-line failure."""
+    return line.startswith(("restart ", failed_prefix)) or ": replaced (" in line or ": killed, " in line
+
+
+def check_run(cfg: RunConfig, out: Path) -> list[str]:
+    """What a finished run must show, whatever was faulted: every step trained once, K_inf within the pace's budget,
+    a consume-once rollout trained at most once, and final_model this run's own."""
+    problems, rows = [], read_metrics(out / "metrics.jsonl", "train")
+    if (steps := [r["step"] for r in rows]) != list(range(1, cfg.run.steps + 1)):
+        problems.append(f"train rows are not steps 1..{cfg.run.steps} once each: {steps}")
+    if past := k_inf_past_budget(cfg, rows):
+        problems.append(f"K_inf past the pace's budget (step, K_inf, bound): {past[:3]}")
+    if cfg.consumes_once:  # trained + still held can never exceed what was made, unless a batch came back
+        twice = [r["step"] for r in rows if r["ledger/k_train"] + r["buffer/size"] > r["ledger/k_inf"]]
+        if twice:
+            problems.append(f"consume-once: K_train + buffer size > K_inf at steps {twice[:5]}")
+    final = out / "final_model"
+    checkpoint = final.resolve().parent
+    if not final.is_dir() or checkpoint != (out / "checkpoints" / f"step_{cfg.run.steps}").resolve():
+        problems.append(f"final_model is not checkpoints/step_{cfg.run.steps}/hf_model: {os.path.realpath(final)}")
+    elif read_run_id(checkpoint) != read_run_id(out) or read_run_id(out) is None:
+        problems.append(f"final_model's run id {read_run_id(checkpoint)} is not the run's {read_run_id(out)}")
+    return problems
