@@ -117,3 +117,15 @@ def generators(roles) -> list[str]:
 def publishers(roles) -> list[str]:
     """The ranks a publish calls (LearnerGroup.publish): every rank under ZeRO-3, whose buckets they gather."""
     return ranks(roles) if roles.cfg.learner.zero_stage == 3 else ["learner rank 0"]
+
+
+def credit_restart(roles, i: int) -> None:
+    """Send shard i, killed to restart in place, the calls each generator has started (read after the kill: a call
+    whose rollouts it lost is never missed), its restore credit. Not waited on; with no answer from the reports in
+    run.hung_probe_s the shard keeps the pace's allowance, which may serve a few batches early, never late."""
+    try:
+        latest = ray.get(roles.reports.all.remote(), timeout=roles.cfg.run.hung_probe_s)
+    except Exception:  # noqa: BLE001 - the allowance stands (a hung reports actor is found by its own probes)
+        return
+    calls = [max(latest[g].calls, s.first_call) if g in latest else s.first_call for g, s in enumerate(roles.slots)]
+    roles.replay.shards[i].restored_calls.remote(calls)

@@ -179,6 +179,7 @@ class Roles:
                    else "has no live snapshot to restart from (replay.snapshot_every_steps)")
             raise self.died(f"replay shard {i} {cause} and {why}")
         ray.kill(self.replay.shards[i], no_restart=False)
+        deadlines.credit_restart(self, i)  # after the kill: no call whose rollouts it lost is missed
         print(f"replay shard {i} {cause}: killed, restarts from its live snapshot (restart {used + 1} of {allowed})",
               file=sys.stderr, flush=True)
 
@@ -227,8 +228,7 @@ class Roles:
         s.restarts += 1
 
     def generator_stats(self) -> list:
-        """The newest stats each generator has reported, without waiting: a paused one must not stall the loop,
-        nor may the reports' answer. A generator's numbers may lag by a step."""
+        """The newest stats each generator reported, without waiting (for a paused one, or the reports' answer)."""
         if self.reports_asked is not None and ray.wait([self.reports_asked], timeout=0)[0]:
             for i, stats in ray.get(self.reports_asked).items():
                 self.slots[i].stats = stats

@@ -107,6 +107,7 @@ class GeneratorImpl:
         # this call's deal over shards: the one the pace owes each shard by (limits.route)
         owner = route(self.id, self._calls, self.cfg.cluster.generators, self.cfg.generation.rollouts_per_call,
                       self.cfg.cluster.learners)
+        call = call_number(self.id, self._calls, self.cfg.cluster.generators)
         self._calls += 1
         self.refresh_weights()
         problems = self.task.sample_train(self.cfg.generation.prompts_per_call, self.rng)
@@ -126,7 +127,7 @@ class GeneratorImpl:
                 rollouts.append(Rollout(prompt, c.token_ids, c.logprobs, float(r), float(a), base,
                                         bool(r >= self.task.correct_threshold), gid, min(version_before, c.version),
                                         c.version, version_before, self.id, c.finish))
-        self.client.insert(RolloutBatch.from_rollouts(rollouts), owner)
+        self.client.insert(RolloutBatch.from_rollouts(rollouts), owner, call)
         self._rollouts += len(rollouts)
         return len(rollouts)
 

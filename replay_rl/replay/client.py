@@ -39,10 +39,10 @@ class ReplayClient:
         self._seen = [(0, 0)] * len(shards)
         self._lost = 0
 
-    def insert(self, batch: RolloutBatch, owner: np.ndarray | None = None) -> None:
+    def insert(self, batch: RolloutBatch, owner: np.ndarray | None = None, call: int | None = None) -> None:
         """Queue `batch` for insertion; blocks only when max_in_flight inserts are outstanding (backpressure).
         owner: each row's shard (a generator's call passes limits.route, the deal the pace owes shards by);
-        None: this client's own round-robin."""
+        None: this client's own round-robin. call: the generator's call_number, which a restored shard counts by."""
         n, t = len(batch), len(self.shards)
         if owner is None:
             owner = (self._next + np.arange(n)) % t
@@ -52,7 +52,7 @@ class ReplayClient:
         for s in range(t):
             rows = np.flatnonzero(owner == s)
             if len(rows):
-                self._pending.append(self.shards[s].insert.remote(batch.take(rows)))
+                self._pending.append(self.shards[s].insert.remote(batch.take(rows), call))
         if len(self._pending) > self.max_in_flight:
             done, self._pending = ray.wait(self._pending, num_returns=len(self._pending) - self.max_in_flight)
             ray.get(done)  # re-raise a failed insert here instead of losing rollouts silently

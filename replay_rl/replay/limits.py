@@ -32,7 +32,13 @@ class RateLimiter:
         self.inserts += inserts
         self.samples += samples
 
-    def recover(self, consumer_version: int) -> None:
+    def restored(self) -> None:
+        pass
+
+    def inserted(self, call: int | None, n: int) -> None:
+        pass
+
+    def recover(self, consumer_version: int | None, calls: list[int] | None = None) -> None:
         """After a restore from a snapshot: inserts and samples rolled back together, so the band still holds."""
 
     def resume_stream(self, rollouts: int) -> None:
@@ -58,7 +64,13 @@ class Unlimited:
     def record(self, inserts: int = 0, samples: int = 0) -> None:
         pass
 
-    def recover(self, consumer_version: int) -> None:
+    def restored(self) -> None:
+        pass
+
+    def inserted(self, call: int | None, n: int) -> None:
+        pass
+
+    def recover(self, consumer_version: int | None, calls: list[int] | None = None) -> None:
         pass
 
     def resume_stream(self, rollouts: int) -> None:
@@ -142,6 +154,15 @@ def dealt_to(shard, rollouts, shards: int):
     return np.maximum(0, (rollouts - shard + shards - 1) // shards)
 
 
+def dealt_by_calls(shard: int, shards: int, calls: list[int], rollouts_per_call: int) -> int:
+    """How many rollouts route deals to `shard` from the calls the generators made: calls[g] by generator g (its
+    calls k < calls[g], numbered by call_number)."""
+    w = len(calls)
+    numbers = np.concatenate([call_number(g, np.arange(c), w) for g, c in enumerate(calls)] + [np.zeros(0, int)])
+    first = numbers.astype(np.int64) * rollouts_per_call
+    return int((dealt_to(shard, first + rollouts_per_call, shards) - dealt_to(shard, first, shards)).sum())
+
+
 class PacedLimiter:
     """A shard's side of a Pace: sampling for consumer_version v waits until this shard holds its deal of
     Pace.required(v); inserts never wait (generators are paced before they generate, so nothing stale queues)."""
@@ -150,6 +171,10 @@ class PacedLimiter:
         self.pace, self.shard, self.shards = pace, shard, shards
         self.inserts = 0
         self.samples = 0
+        self._restored: int | None = None  # inserts its snapshot held, once restored in place
+        # recover's credit; the calls it covers (calls[g] of generator g; None: not known yet); each insert since the
+        # restore as (call_number, rollouts) until they are
+        self._credit, self._calls, self._since = 0, None, []
 
     def owed(self, consumer_version: int) -> int:
         """This shard's deal of the rollouts the schedule owes the learner before it updates `consumer_version`."""
@@ -165,17 +190,49 @@ class PacedLimiter:
         self.inserts += inserts
         self.samples += samples
 
-    def recover(self, consumer_version: int) -> None:
-        """After a restore from a snapshot, at its first sample: the rollouts lost since it were generated on
-        schedule and will not be generated again (generators pace on the learner version), so this shard counts as
-        delivered its deal of every call the pace may have started, the lead included (crediting only owed(v) left
-        the lead's share owed for ever: a stall a step or two later). What it can still receive, calls not yet made,
-        then pays each later owed count; a call in flight at the restore arrives and counts once more, so the
-        shard may serve up to that call's share early, never late."""
-        self.inserts = max(self.inserts, self.restore_credit(consumer_version))
+    def restored(self) -> None:
+        """Restored in place from a live snapshot: the inserts it holds are the snapshot's; recover credits the rest."""
+        self._restored, self._credit, self._calls, self._since = self.inserts, 0, None, []
+
+    def inserted(self, call: int | None, n: int) -> None:
+        """n rollouts of backend call `call` (call_number) were inserted (and recorded). A restored shard counts a
+        call the credit covers once: its pieces in flight at the restore are resent to the restart."""
+        if self._restored is None or call is None:
+            return
+        if self._calls is None:
+            self._since.append((call, n))
+        elif self._covers(call):
+            self.inserts -= n
+
+    def _covers(self, call: int) -> bool:
+        return call // len(self._calls) < self._calls[call % len(self._calls)]
+
+    def recover(self, consumer_version: int | None, calls: list[int] | None = None) -> None:
+        """After a restore from a snapshot: the rollouts lost since it were generated on schedule and will not be
+        generated again (generators pace on the learner version), so this shard counts as delivered its deal of
+        every call the generators had started at the restore (`calls`, calls[g] by generator g, which the driver
+        passes: Roles.recover_shard), and of each later call as it arrives; a piece of a credited call resent to
+        the restart counts once (inserted). Its count then equals what it was dealt, never more. Until the driver's
+        calls arrive (consumer_version: the shard's first sample after the restore, or a restart the driver did not
+        make) it counts every call the pace may have started (Pace.started), the lead included: crediting only
+        owed(v) left the lead's share owed for ever (a stall a step or two later), while this allowance, kept,
+        counted calls started after the restore twice (up to 6 calls' shares seen), a looser μ for the run."""
+        if self._restored is None or (self._calls is not None and calls is None):
+            return
+        base = self.inserts - self._credit  # the snapshot's inserts and those since: a provisional credit gives way
+        if calls is not None:
+            self._calls = list(calls)
+            twice = sum(n for call, n in self._since if self._covers(call))
+            dealt = dealt_by_calls(self.shard, self.shards, calls, self.pace.rollouts_per_call)
+            target = max(dealt, self._restored) + base - self._restored - twice
+        else:
+            target = max(base, self.restore_credit(consumer_version))
+        self._credit = target - base
+        self.inserts = target
 
     def restore_credit(self, consumer_version: int) -> int:
-        """What a restored shard counts as delivered when the learner next asks it for `consumer_version`."""
+        """The pace's bound on a restored shard's credit when the learner next asks it for `consumer_version`: its
+        deal of every call may_start allows by then."""
         return int(dealt_to(self.shard, self.pace.started(consumer_version), self.shards))
 
     def resume_stream(self, rollouts: int) -> None:

@@ -12,7 +12,9 @@ Modelled: fifo and positive_bias (sampling keeps items: a shard holds min(insert
 (sampling removes n; a full queue evicts its oldest). Not modelled: max_staleness and max_reuse (as limit_check).
 An in-place restore (PacedLimiter.recover) is checked apart, by random runs (restore_run): a keep-all shard
 cannot stall after one; a consume-once queue can (it lost rollouts that are made once), and the stall watchdog
-sends that to run.max_restarts (health.hung_roles).
+sends that to run.max_restarts (health.hung_roles). Each run also measures the restored shard's surplus: what
+its limiter counts beyond the rollouts dealt to it by the calls started, which loosens the pace for the rest of
+the run.
 
 Why finite work decides it. route deals any W generators' calls in a pattern that repeats every P = W·T·rpc
 rollouts. A keep-all shard has no history: its state at v is (⌈required(v)⌉, calls made at p), so besides walking
@@ -28,6 +30,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from typing import Callable
 
 import numpy as np
 
@@ -161,8 +164,21 @@ def pace_problem(cfg) -> str | None:
                                  "sync.every_steps) avoids it: lower cluster.emulate.lead_steps or sync.every_steps"))
 
 
+@dataclass(frozen=True)
+class RestoreRun:
+    stall: int | None  # the version where nothing can move, or None
+    surplus: int       # the restored shard's count past its deal of the calls started (PacedLimiter.inserts)
+    in_flight: int     # of its rollouts, those in flight at the restore (resent to the restart)
+
+
+def calls_credit(limiter: PacedLimiter, version: int, calls: list[int]) -> None:
+    """The shipped credit: the driver sends the calls started at the restore (Roles.recover_shard)."""
+    limiter.recover(None, calls)
+
+
 def restore_run(s: PaceSetting, versions: int, restore_at: int, rng: np.random.Generator, snapshot_every: int = 25,
-                resumed_at: int | None = None, snapshot_on_resume: bool = True) -> int | None:
+                resumed_at: int | None = None, snapshot_on_resume: bool = True,
+                credit: Callable[[PacedLimiter, int, list[int]], None] = calls_credit) -> RestoreRun:
     """One in-place restore under a random interleaving, on the real PacedLimiter (recover included): generators
     start the calls may_start allows and insert each shard's piece later (in flight meanwhile; Ray resends a
     dead shard's pieces to its restart); the learner samples once every shard is paid and holds n items; while the
@@ -170,7 +186,8 @@ def restore_run(s: PaceSetting, versions: int, restore_at: int, rng: np.random.G
     multiple of snapshot_every, after each insert until the first, and, the run resumed at `resumed_at`, then
     (snapshot_on_resume; else a resume clears them); a consume-once queue drops the keys it served since, as
     LiveSnapshots does). The restore comes at a random moment or, in half the runs, once the generators made every
-    call allowed (the most lost). Returns the version where nothing can move, or None."""
+    call allowed (the most lost). credit(limiter, version, calls) credits the restored shard at its first sample
+    for `version`, with the calls each generator had started at the restore."""
 
     t, n, cap, pace, rpc = s.shards, s.batch_size // s.shards, s.capacity // s.shards, s.pace(), s.rollouts_per_call
     limiters, items = [PacedLimiter(pace, i, t) for i in range(t)], [[] for _ in range(t)]
@@ -178,6 +195,7 @@ def restore_run(s: PaceSetting, versions: int, restore_at: int, rng: np.random.G
     early = [True] * t                 # no snapshot at a sample or resume yet: each insert is snapshotted
     served: list[set] = [set() for _ in range(t)]
     recovering, pending, made, next_id, v, restored = [False] * t, [], [0] * s.generators, 0, 0, False
+    dealt, calls_then, in_flight = [0] * t, [], 0  # rollouts each shard was dealt by the calls started
     resumed, late = False, rng.random() < 0.5
     while v < versions:
         published = v - v % s.publish_every
@@ -192,28 +210,31 @@ def restore_run(s: PaceSetting, versions: int, restore_at: int, rng: np.random.G
             items[i] = [x for x in held if x not in served[i]]
             limiters[i], recovering[i], early[i] = PacedLimiter(pace, i, t), True, True
             limiters[i].inserts = inserts
+            limiters[i].restored()
+            calls_then, in_flight, back = list(made), sum(len(p) for j, p, _ in pending if j == i), i
         for i in range(t):  # the learner asks every shard for v; a restored one learns v then
             if recovering[i]:
-                limiters[i].recover(v)
+                credit(limiters[i], v, calls_then)
                 recovering[i] = False
         learner = all(lim.can_sample(n, v) and len(it) >= n for lim, it in zip(limiters, items))
         learner = learner and (v != restore_at or restored)
         moves = [m for m, ok in (("start", ready), ("insert", pending), ("sample", learner)) if ok]
         if not moves:
-            return v
+            return RestoreRun(v, limiters[back].inserts - dealt[back] if restored else 0, in_flight)
         move = moves[rng.integers(len(moves))]
         if move == "start":
             g = ready[rng.integers(len(ready))]
-            owner = route(g, made[g], s.generators, rpc, t)
+            owner, call = route(g, made[g], s.generators, rpc, t), call_number(g, made[g], s.generators)
             for i in range(t):
                 if k := int((owner == i).sum()):
-                    pending.append((i, list(range(next_id, next_id + k))))
-                    next_id += k
+                    pending.append((i, list(range(next_id, next_id + k)), call))
+                    next_id, dealt[i] = next_id + k, dealt[i] + k
             made[g] += 1
         elif move == "insert":
-            i, new = pending.pop(int(rng.integers(len(pending))))
+            i, new, call = pending.pop(int(rng.integers(len(pending))))
             items[i] = (items[i] + new)[-cap:]  # FIFO eviction of the oldest
             limiters[i].record(inserts=len(new))
+            limiters[i].inserted(call, len(new))
             if early[i]:
                 snaps[i], served[i] = (list(items[i]), limiters[i].inserts), set()
         else:
@@ -224,7 +245,7 @@ def restore_run(s: PaceSetting, versions: int, restore_at: int, rng: np.random.G
                     served[i] |= set(items[i][-n:])
                     items[i] = items[i][:-n]
             v += 1
-    return None
+    return RestoreRun(None, limiters[back].inserts - dealt[back] if restored else 0, in_flight)
 
 
 def restore_stalls(s: PaceSetting, cases: int, versions: int, seed: int = 0, **kw) -> list[tuple[int, int, int]]:
@@ -234,6 +255,6 @@ def restore_stalls(s: PaceSetting, cases: int, versions: int, seed: int = 0, **k
     out = []
     for case in range(cases):
         at = int(rng.integers(versions))
-        if (stall := restore_run(s, versions, at, rng, **kw)) is not None:
+        if (stall := restore_run(s, versions, at, rng, **kw).stall) is not None:
             out.append((case, at, stall))
     return out

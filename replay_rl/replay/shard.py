@@ -62,6 +62,7 @@ class ReplayShardImpl:
             arrays, counters = read_snapshot(self.live.path, self._settings)
             self.table.load_state(*drop_keys(arrays, counters, self.live.consumed()))
         self.restored_inserts = self.table.stats().inserts
+        self.table.limiter.restored()
         self._recovering = True  # the limiter learns the learner's version at the next sample
         self.restored_waiting = self.consumes_once
 
@@ -79,12 +80,14 @@ class ReplayShardImpl:
         finally:
             self.wait_s[what] += time.perf_counter() - t0
 
-    async def insert(self, batch: RolloutBatch) -> int:
+    async def insert(self, batch: RolloutBatch, call: int | None = None) -> int:
+        """call: the backend call's number (limits.call_number), which a shard restored in place counts by."""
         cond = self._condition()
         async with cond:
             if not self.table.can_insert(len(batch)):
                 await self._wait("insert", lambda: self.table.can_insert(len(batch)), self.table.limiter.why_blocked)
             self.table.insert(batch)
+            self.table.limiter.inserted(call, len(batch))
             if self.live.due_on_insert():
                 self.live.write(None, *self.table.state(), self._settings)
             cond.notify_all()
@@ -145,6 +148,13 @@ class ReplayShardImpl:
             self.live.write(-1, arrays, counters, self._settings)  # a restart before the next multiple restores it
             self._condition().notify_all()
         return self.table.stats().inserts
+
+    async def restored_calls(self, calls: list[int]) -> None:
+        """The calls each generator had started once this shard was killed to restart in place (Roles.recover_shard):
+        its credit for the rollouts the restart lost, in place of the pace's allowance (PacedLimiter.recover)."""
+        async with self._condition():
+            self.table.limiter.recover(None, calls)
+            self._condition().notify_all()
 
     async def resume_stream(self, rollouts: int) -> None:
         """Generators go on from rollout `rollouts` of the stream (ReplayClient.resume_stream)."""

@@ -49,3 +49,23 @@ def test_a_shard_restarted_before_its_first_sample_or_after_a_resume_is_not_empt
         return early, len(ReplayShardImpl(cfg, 0, reconstructed=True).table)
 
     assert asyncio.run(scenario()) == (6, 6)
+
+
+def test_a_paced_shard_restored_in_place_counts_its_deal_of_the_calls_started(tmp_path):
+    cfg = RunConfig.load(None, [f"run.output_dir={tmp_path}"])  # tiny_cpu: W = T = 2, 32 rollouts a call, paced
+
+    async def scenario():
+        shard = ReplayShardImpl(cfg, 0)
+        for call in range(4):  # calls 0..3 deal shard 0 16 rollouts each: its 64 owed by version 0
+            await shard.insert(make_batch(16), call)
+        await shard.sample(64, 0)  # the live snapshot: 64 inserts
+        for call in (4, 5):  # lost with the shard
+            await shard.insert(make_batch(16), call)
+        back = ReplayShardImpl(cfg, 0, reconstructed=True)
+        await back.restored_calls([3, 3])  # the driver: generator 0 made calls 0, 2, 4; generator 1 1, 3, 5
+        counted = [back.table.limiter.inserts]
+        await back.insert(make_batch(16), 5)  # call 5's piece, resent to the restart: in the credit already
+        await back.insert(make_batch(16), 6)
+        return counted + [back.table.limiter.inserts]
+
+    assert asyncio.run(scenario()) == [96, 112]

@@ -121,24 +121,47 @@ def test_the_checker_agrees_with_real_tables():
     assert seen[True] and seen[False]  # both verdicts were cross-checked
 
 
-def test_a_restored_shard_is_credited_every_call_the_pace_may_have_started():
+def test_a_restored_shard_is_credited_its_deal_of_the_calls_started_and_no_more():
     from replay_rl.replay.limits import Pace
 
-    # tiny_cpu's shape at μ·T/W = 3.2: R = 40 per step, fill 88, lead 40; 32 rollouts a call, 2 shards
+    # tiny_cpu's shape at μ·T/W = 3.2: R = 40 per step, fill 88, lead 40; 32 rollouts a call, 2 shards, W = 2
     pace = Pace(batch_size=128, replay_ratio=3.2, lead_steps=2, consumes_once=False, capacity=1280,
                 rollouts_per_call=32)
     # sampling version 10, the learner published 10: budget 88 + 11·40 + 40 = 568, calls 0..17 (17·32 = 544 < 568)
     assert pace.budget(10) == 568 and pace.started(10) == 18 * 32
-    restored = PacedLimiter(pace, 0, 2)
-    restored.record(inserts=200)                 # its snapshot's count; rollouts after it were lost
-    restored.recover(10)
-    assert restored.owed(10) == 264 and restored.inserts == 288   # half of 576, not half of the 528 owed
-    # version 11 is owed half of ⌈568⌉ = 284: paid without one more insert, as the lost lead was paid before
-    assert restored.can_sample(64, 11)
-    # crediting owed(10) only (the old rule): call 18 is the first made again and pays shard 0 its 16 of it, and
+
+    def restored_at(inserts):
+        shard = PacedLimiter(pace, 0, 2)
+        shard.record(inserts=inserts)  # its snapshot's count; rollouts after it were lost
+        shard.restored()
+        return shard
+
+    # the generators had started calls 0..16 (generator 0: 9 calls, numbers 0, 2, .., 16; generator 1: 8): 544
+    # rollouts, 272 of them dealt to shard 0, which counts those as delivered
+    shard = restored_at(200)
+    shard.recover(None, [9, 8])
+    assert shard.inserts == 272
+    shard.record(inserts=16)
+    shard.inserted(15, 16)   # call 15's piece, in flight at the restore and resent: counted once, in the credit
+    assert shard.inserts == 272
+    shard.record(inserts=16)
+    shard.inserted(17, 16)   # call 17, started after the restore: counted as it arrives
+    assert shard.inserts == 288 and shard.owed(11) == 284 and shard.can_sample(64, 11)  # calls 0..17: paid
+    # before the driver's calls arrive, its first sample counts the pace's allowance: every call may_start allows at
+    # 10 (0..17), the lead included; the calls then replace it, and what arrived meanwhile is not counted twice
+    shard = restored_at(200)
+    shard.recover(10)
+    assert shard.inserts == 288 and shard.can_sample(64, 10)  # half of 576, not half of the 528 owed
+    shard.record(inserts=16)
+    shard.inserted(16, 16)   # call 16's piece, resent
+    shard.recover(11)        # a later sample changes nothing
+    assert shard.inserts == 304
+    shard.recover(None, [9, 8])
+    assert shard.inserts == 272
+    # crediting owed(10) only (the oldest rule): call 18 is the first made again and pays shard 0 its 16 of it, and
     # version 11 waits for 284 with 264 + 16 = 280, for ever (no further call is allowed before that step)
-    assert 264 + 16 < restored.owed(11) and not pace.may_start(19, 32, 10)
-    # publishing every 2 steps: version 11 is sampled with weights of 10, so no more is credited than at 10
+    assert 264 + 16 < shard.owed(11) and not pace.may_start(19, 32, 10)
+    # publishing every 2 steps: version 11 is sampled with weights of 10, so no more is allowed than at 10
     every2 = Pace(128, 3.2, 2, False, 1280, publish_every=2, rollouts_per_call=32)
     # budget(10) = required(11) + lead = 88 + 12·40 + 40 = 608 = 19·32: calls 0..18, call 19 would start at 608
     assert every2.started(11) == every2.started(10) == 19 * 32
@@ -149,14 +172,17 @@ def tiny() -> PaceSetting:
     return pace_setting(RunConfig.load(None, []))  # the embedded default: configs/tiny_cpu.yaml
 
 
-def test_an_in_place_restore_at_any_step_cannot_stall_the_pace():
+def test_an_in_place_restore_at_any_step_cannot_stall_the_pace_nor_loosen_it():
     # the tiny_cpu numbers, a random shard restored from its live snapshot at each of 60 steps, twice, in random
-    # orders of calls, inserts in flight and samples: 120 runs; the old credit (owed(v) only) stalled 68 of 100
+    # orders of calls, inserts in flight and samples: 120 runs; the oldest credit (owed(v) only) stalled 68 of 100
     s = tiny()
     assert (s.generators, s.shards, s.batch_size, s.capacity, s.rollouts_per_call) == (2, 2, 128, 1280, 32)
+    share = s.rollouts_per_call // s.shards  # one call's share of a shard
     rng = np.random.default_rng(0)
-    stalls = [(at, stall) for at in range(60) for _ in range(2) if (stall := restore_run(s, 62, at, rng)) is not None]
-    assert stalls == []
+    runs = [restore_run(s, 62, at, rng) for at in range(60) for _ in range(2)]
+    assert [r.stall for r in runs if r.stall is not None] == []
+    # the restored shard counts no more than it was dealt (the pace's allowance counted up to 6 shares more)
+    assert max(r.surplus for r in runs) <= share and max(r.in_flight for r in runs) > share
     assert restore_stalls(s, 100, 60, seed=1) == []
     assert restore_stalls(s, 100, 60, seed=2, snapshot_every=1) == []
     # resumed at step 30, the restore writes a live snapshot: a restart before step 50 finds that, not nothing
@@ -164,7 +190,14 @@ def test_an_in_place_restore_at_any_step_cannot_stall_the_pace():
     assert restore_stalls(s, 100, 60, seed=3, resumed_at=30, snapshot_on_resume=False)  # the old gap stalls
 
 
-def test_the_restore_check_finds_the_old_credits_stall(monkeypatch):
-    monkeypatch.setattr(PacedLimiter, "recover", lambda self, v: setattr(self, "inserts", max(self.inserts,
-                                                                                              self.owed(v))))
-    assert len(restore_stalls(tiny(), 100, 60)) > 30
+def test_the_restore_check_finds_the_old_credits_stall_and_surplus():
+    def owed_only(limiter, version, calls):  # the first rule: forgive what the version owes
+        limiter.inserts = max(limiter.inserts, limiter.owed(version))
+
+    def allowance(limiter, version, calls):  # the second: every call the pace allows, kept for the run
+        limiter.recover(version)
+
+    assert len(restore_stalls(tiny(), 100, 60, credit=owed_only)) > 30
+    rng, share = np.random.default_rng(1), tiny().rollouts_per_call // tiny().shards
+    runs = [restore_run(tiny(), 60, int(rng.integers(60)), rng, credit=allowance) for _ in range(100)]
+    assert all(r.stall is None for r in runs) and max(r.surplus for r in runs) >= 4 * share
