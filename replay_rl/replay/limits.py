@@ -201,6 +201,8 @@ class PacedLimiter:
             return
         if self._calls is None:
             self._since.append((call, n))
+            if len(self._since) > 4096 and self._credit:  # no calls from the driver (a restart it did not make):
+                self._restored, self._since = None, []    # the pace's allowance stands, and nothing more is kept
         elif self._covers(call):
             self.inserts -= n
 

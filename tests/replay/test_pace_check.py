@@ -158,6 +158,13 @@ def test_a_restored_shard_is_credited_its_deal_of_the_calls_started_and_no_more(
     assert shard.inserts == 304
     shard.recover(None, [9, 8])
     assert shard.inserts == 272
+    # a restart the driver did not make gets no calls: the allowance stands, and the inserts since are not kept
+    shard = restored_at(200)
+    shard.recover(10)
+    for call in range(18, 18 + 4097):
+        shard.record(inserts=16)
+        shard.inserted(call, 16)
+    assert shard.inserts == 288 + 4097 * 16 and not shard._since
     # crediting owed(10) only (the oldest rule): call 18 is the first made again and pays shard 0 its 16 of it, and
     # version 11 waits for 284 with 264 + 16 = 280, for ever (no further call is allowed before that step)
     assert 264 + 16 < shard.owed(11) and not pace.may_start(19, 32, 10)
