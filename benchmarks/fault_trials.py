@@ -29,7 +29,10 @@ PUBLISH_TITLE = "ray::LearnerRankImpl.publish"  # rank 0 putting the new weights
 # short bounds, so a hung role is found within a trial; stall_timeout_s must still exceed the slowest step here
 BOUNDS = {"run.stall_timeout_s": 20, "run.hung_probe_s": 10, "run.checkpoint_timeout_s": 30, "sync.timeout_s": 20,
           "run.eval_timeout_s": 30, "run.recovery_timeout_s": 30, "run.resume_timeout_s": 120}
-HOLD_S = max(BOUNDS["run.stall_timeout_s"] + BOUNDS["run.hung_probe_s"], *BOUNDS.values()) + 15
+# a pause outlasts the stall bound (a stall, then the probe) and each phase's bound but a resume's, which no fault
+# is timed into: a role the run does not find hung by then is continued, and the run must still finish
+HOLD_S = max(BOUNDS["run.stall_timeout_s"] + BOUNDS["run.hung_probe_s"],
+             *(v for k, v in BOUNDS.items() if k != "run.resume_timeout_s")) + 15
 WINDOW_S = 120      # how long a stop waits for its checkpoint or publish before it is applied anyway
 ATTEMPT_S = 900     # one run (or its resume): past this it is stopped and the trial fails
 
@@ -57,15 +60,17 @@ class Outcome:
     wall_s: float = 0.0
 
 
+def title(p: psutil.Process) -> str:
+    """A process's title: Ray writes it over argv[0] and blanks the other arguments."""
+    with contextlib.suppress(psutil.Error, IndexError):
+        return p.cmdline()[0]
+    return ""
+
+
 def titled(procs: list[psutil.Process], cls: str) -> list[psutil.Process]:
     """The processes among procs whose title is Ray's for an actor of class `cls` (idle or in a call)."""
-    out = []
-    for p in procs:
-        with contextlib.suppress(psutil.Error):
-            title = " ".join(p.cmdline())
-            if title == f"ray::{cls}" or title.startswith(f"ray::{cls}."):
-                out.append(p)
-    return sorted(out, key=lambda p: p.pid)
+    found = [p for p in procs if (t := title(p)) == f"ray::{cls}" or t.startswith(f"ray::{cls}.")]
+    return sorted(found, key=lambda p: p.pid)
 
 
 def tree(roots: list[int]) -> list[psutil.Process]:
@@ -92,10 +97,8 @@ def wait_window(trial: Trial, out: Path, procs: list[psutil.Process], running) -
                 return f"in {staged[0].name}"
             time.sleep(0.02)
         elif trial.fault == "stop in publish":
-            for p in procs:
-                with contextlib.suppress(psutil.Error):
-                    if " ".join(p.cmdline()).startswith(PUBLISH_TITLE):
-                        return "in a publish"
+            if any(title(p) == PUBLISH_TITLE for p in procs):
+                return "in a publish"
             time.sleep(0.002)  # a tiny model's publish lasts milliseconds
         else:
             return "after a row"

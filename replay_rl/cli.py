@@ -255,6 +255,10 @@ def probe(config: Optional[Path] = ConfigOpt, set_: Optional[List[str]] = SetOpt
         raise typer.Exit(1) from None
     typer.echo(table(result))
     typer.echo("files: " + ", ".join(str(p) for p in paths))
+    from replay_rl.probe.status import EXIT_CODES
+
+    if result["status"]["status"] != "ok":  # no recommendation: a script must not take the table for one
+        raise typer.Exit(EXIT_CODES[result["status"]["status"]])
 
 
 def parse_ratio(text: str) -> float:

@@ -54,6 +54,7 @@ class Effective:
     batch_variance_eff: list[Interval]
     mechanism: dict[str, np.ndarray]  # name → (A,) per-age share (MECHANISM), when measured
     draws_finite: float              # share of bootstrap draws with a finite α (σ²_eff finite at ≥ 2 ages)
+    alpha_draws: np.ndarray          # (D,) α per bootstrap draw, for the plan's intervals
 
 
 def _isotonic(y: np.ndarray, w: np.ndarray) -> np.ndarray:
@@ -221,7 +222,7 @@ def effective(sk: Sketches, batch_size: int, draws: int = 200, seed: int = 0) ->
                      growth=interval(growth[0], growth[1:]), pool_ages=depths,
                      pool_capacity=np.array([pool[list(ages[ages >= 1]).index(h)].mean() for h in depths]),
                      batch_variance=per_age("bv"), batch_variance_eff=per_age("bv_eff"), mechanism=mech,
-                     draws_finite=float(np.mean(np.isfinite(alphas[1:]))))
+                     draws_finite=float(np.mean(np.isfinite(alphas[1:]))), alpha_draws=alphas[1:])
 
 
 def by_use(sk: Sketches, batch_size: int, draws: int = 200, seed: int = 0) -> dict[str, Effective | None]:

@@ -78,20 +78,25 @@ class ProbeLearner:
         return time.perf_counter() - t0
 
     def sketches(self, batch: RolloutBatch, sketch: CountSketch, token_count: float, deadline: float | None = None,
-                 clock=None) -> np.ndarray | None:
+                 clock=None) -> tuple[np.ndarray, dict[str, np.ndarray]] | None:
         """(n, k) sketches of each rollout's gradient at the current θ: rollout i alone through the loss, with the
         batch normalisers fixed (token_count = a mean completion length, rollout_count = 1), so that the mean of
-        the per-rollout gradients over a batch is that batch's gradient. None if `clock()` passes `deadline`."""
+        the per-rollout gradients over a batch is that batch's gradient; and per-rollout mechanism columns
+        (effective.MECHANISM) from the loss's own stats on that rollout. None if `clock()` passes `deadline`."""
         self.model.eval()  # no dropout: the gradient at θ, not at a random sub-network
         out = np.zeros((len(batch), sketch.k))
+        cols = {k: np.zeros(len(batch)) for k in ("tokens", "clip_active", "ratio")}
         for i in range(len(batch)):
             if deadline is not None and clock() > deadline:
                 return None
             inp = to_learner_inputs(batch.take(np.array([i])), self.pad_id, self.device, token_count, 1.0)
-            loss, _ = self.loss_fn(_logprobs(self.model, inp, self.cfg), inp)
+            loss, stats = self.loss_fn(_logprobs(self.model, inp, self.cfg), inp)
             grads = torch.autograd.grad(loss, self.params, allow_unused=True)
             out[i] = sketch(grads)
-        return out
+            n = float(inp.loss_mask.sum())  # the loss's shares are token means over this rollout
+            cols["tokens"][i], cols["clip_active"][i], cols["ratio"][i] = n, stats["clip_fraction"] * n, \
+                stats["ratio_mean"] * n
+        return out, cols
 
     def weights_sketch(self, sketch: CountSketch) -> np.ndarray:
         """S·θ, so that ‖S(θ_t − θ_s)‖ estimates how far the weights moved (κ's denominator)."""

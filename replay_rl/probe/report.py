@@ -8,6 +8,7 @@ from pathlib import Path
 
 import numpy as np
 
+from replay_rl.probe.effective import MECHANISM, Effective
 from replay_rl.probe.estimators import Estimates
 
 RHO_ESTIMATOR = ("ρ = N·Σ_d n_d·d·c(d) / Σ_d n_d·d², least squares through 0 of c(d) on d/N (Assumption 4.3: "
@@ -20,6 +21,60 @@ SIGNAL_NOTE = ("⟨E g | τ, ∇F⟩ / ‖∇F‖²: the share of the fresh mean
 KAPPA_NOTE = ("Assumption 4.2's bias constant, ‖E ε‖ ≤ κ‖θ_t − θ_{t_i}‖ (least squares through 0 over (point, age) "
               "cells, weights' drift from the sketch). Informative only: Theorem 4.5 takes η → 0, where the κ term "
               "of Theorem 4.4 vanishes; its step condition η ≤ R/(2√2κN) is for SGD, not Adam's lr")
+
+
+EFFECTIVE_NOTE = ("σ²_eff(τ) = V(τ)/s(τ)²: the per-rollout variance around age τ's own mean over the share of ∇F "
+                  "it still carries (s), ‖∇F‖² cross-fitted on two halves of the fresh groups; σ̄²_eff(x) the mean "
+                  "of the isotonic fit over ages ≤ x; growth the unconstrained slope that status tests, alpha_local "
+                  "the isotonic fit's; batch_variance 𝒱(N) = E‖ĝ_B − ∇F‖² over batches of B from the FIFO's youngest "
+                  "versions (per_signal: per unit of the signal they carry). 95% percentile cluster bootstrap")
+
+
+def effective_json(eff: Effective | None, strata: dict) -> dict | None:
+    """probe.json's `effective` object (EFFECTIVE_NOTE); None when it could not be estimated (status says why)."""
+    if eff is None:
+        return None
+    bar = dict(zip(eff.ages[eff.ages >= 1].tolist(), eff.sigma2_eff_bar.tolist()))
+    ages = [{"age": int(a), "rollouts": float(n), "sigma2_eff": s.as_dict(), "retention": r.as_dict(),
+             "variance": v.as_dict(), "sigma2_eff_bar": bar.get(int(a)),
+             **{f"{k}_share" if k.startswith("clip") else f"{k}_mean": float(x[i]) for k, x in eff.mechanism.items()}}
+            for i, (a, n, s, r, v) in enumerate(zip(eff.ages, eff.counts, eff.sigma2_eff, eff.retention,
+                                                    eff.variance))]
+    pools = [{"depth": int(h), "capacity": float(n), "value": x.as_dict(), "per_signal": y.as_dict()}
+             for h, n, x, y in zip(eff.pool_ages, eff.pool_capacity, eff.batch_variance, eff.batch_variance_eff)]
+    by_use = {k: None if e is None else [{"age": int(a), "sigma2_eff": s.as_dict(), "retention": r.as_dict()}
+                                         for a, s, r in zip(e.ages, e.sigma2_eff, e.retention)]
+              for k, e in strata.items()}
+    return {"note": EFFECTIVE_NOTE, "grad_norm2": eff.grad_norm2.as_dict(), "growth": eff.growth.as_dict(),
+            "alpha_local": eff.alpha.as_dict(), "draws_finite": eff.draws_finite, "ages": ages,
+            "batch_variance": pools, "by_use": by_use, "mechanism": {k: f"Σ {k} / Σ {v}" for k, v in MECHANISM.items()
+                                                                     if k in eff.mechanism}}
+
+
+def _span(x: dict) -> str:
+    """value [lo, hi]; the interval left out when the bootstrap gave none."""
+    if x["lo"] is None or x["hi"] is None:
+        return f"{_fmt(x['value'])} [–]"
+    return f"{_fmt(x['value'])} [{_fmt(x['lo'])}, {_fmt(x['hi'])}]" + ("*" if x.get("stretched") else "")
+
+
+def effective_lines(result: dict) -> list[str]:
+    """The status and σ²_eff(τ), s(τ), V(τ), mechanism and 𝒱(N) for the terminal."""
+    e, st = result["effective"], result["status"]
+    if e is None:
+        return [f"status: {st['status']}: {st['reason']}"]
+    lines = [f"status: {st['status']}: {st['reason']}",
+             f"‖∇F‖² {_span(e['grad_norm2'])}, growth {_span(e['growth'])}, α (local, isotonic) "
+             f"{_span(e['alpha_local'])}",
+             f"{'age':>4} {'σ²_eff(τ)':<26}{'s(τ)':<24}{'V(τ)':<24}{'clip':>6} {'r':>6} {'KL':>8}"]
+    for a in e["ages"]:
+        lines.append(f"{a['age']:>4} {_span(a['sigma2_eff']):<26}{_span(a['retention']):<24}{_span(a['variance']):<24}"
+                     f"{_fmt(a.get('clip_active_share'), '.3f'):>6} {_fmt(a.get('ratio_mean'), '.3f'):>6} "
+                     f"{_fmt(a.get('kl_mean'), '.2g'):>8}")
+    lines += [f"𝒱(N) N={p['capacity']:.0f}: {_span(p['value'])}, per unit of signal {_span(p['per_signal'])}"
+              for p in e["batch_variance"]]
+    return lines + ["(* an interval widened to contain its estimate)"] * any(
+        "stretched" in str(a) for a in e["ages"])
 
 
 def _finite(x):
@@ -48,11 +103,14 @@ def paste_line(setting: dict, emulated_mu: float | None) -> str:
                    f"-s cluster.emulate.learners={setting['learners']}")
 
 
-def assemble(est: Estimates, data, rec: dict, header: dict) -> dict:
-    """The probe.json object: header (config, settings, run), the constants with intervals, the recommendation."""
+def assemble(est: Estimates, data, rec: dict, header: dict, eff: Effective | None, strata: dict, status) -> dict:
+    """The probe.json object: header (config, settings, run), the status, σ²_eff and 𝒱(N), the constants with
+    intervals, the recommendation."""
     k = est.kappa
     return _finite({
         **header,
+        "status": status.as_dict(),
+        "effective": effective_json(eff, strata),
         "mu": data.mu,
         "alpha": {**est.alpha.as_dict(), "log_scale": est.log_scale,
                   "fit": "log σ²(τ) = log_scale + 2α·log τ, least squares over ages 1..H"},
@@ -75,9 +133,38 @@ def _fmt(x, spec: str = ".3g") -> str:
     return "–" if x is None else format(x, spec)
 
 
-def _n(x) -> str:
-    """An interval end of N: None is an unbounded draw (probe.json has no inf)."""
-    return "∞" if x is None else format(x, ".0f")
+def _n_interval(n: int, lo, hi) -> str:
+    """[lo, hi] on N, None an unbounded draw; widened (and starred) where it misses N itself."""
+    lo_v = n if lo is None or lo > n else lo
+    hi_s = "∞" if hi is None else format(max(hi, n), ".0f")
+    star = "*" if (lo is None or lo > n or (hi is not None and hi < n)) else ""
+    return f"[{lo_v:.0f}, {hi_s}]{star}"
+
+
+def _settings_lines(rec: dict) -> list[str]:
+    """Theorem 4.5's point and N at the config's and the best split: printed only with status ok."""
+    lines = []
+    th = rec["theorem"]
+    lines.append("theorem 4.5 (discrete): " + ("no interior optimum (α outside [0.01, ½))" if th is None else
+                 f"x* = {th['x_star']:.3g}, y* = {th['y_star']:.3g}" + ("" if th["feasible"] else
+                 f" (N < B: infeasible; best feasible x = y = {th['x_feasible']:.3g})")))
+    for name, key in (("at your split", "at_config_split"), ("best split", "best_split")):
+        s = rec[key]
+        note = {"unbounded": " (α < 0.01: σ² does not grow with age over the ages measured, so the theorem has no "
+                             "finite horizon; this is the longest horizon measured at the config's split, and the "
+                             "interval is unbounded: a longer one may be better)",
+                "on_policy": " (α ≥ ½: on-policy)"}.get(s["limit"], "")
+        if s["raised_to_batch"]:
+            note += " (raised to B)"
+        elif s["extrapolated"]:
+            note += f" (horizon {s['horizon']:.0f} > ages measured)"
+        lines.append(f"{name:<14}W/T {s['generators']}/{s['learners']}: N = {s['capacity']} "
+                     f"{_n_interval(s['capacity'], *s['capacity_interval'])}, replay ratio {s['replay_ratio']:.2f}, "
+                     f"horizon {s['horizon']:.1f}, lr {s['lr']:.3g}{note}")
+    alt = rec["with_rho_variance"]["at_config_split"]
+    lines.append(f"{'with ρ_𝒱':<14}W/T {alt['generators']}/{alt['learners']}: N = {alt['capacity']} "
+                 f"{_n_interval(alt['capacity'], *alt['capacity_interval'])} (ρ_𝒱 for ρ)")
+    return lines
 
 
 def table(result: dict) -> str:
@@ -101,40 +188,28 @@ def table(result: dict) -> str:
     if k is not None:
         lines.append(f"{'κ':10}{_fmt(k['value']):>9}  [{_fmt(k['lo'])}, {_fmt(k['hi'])}]{'':<6}bias, "
                      "informative (not in Theorem 4.5)")
-    th = rec["theorem"]
-    lines.append("theorem 4.5 (discrete): " + ("no interior optimum (α outside [0.01, ½))" if th is None else
-                 f"x* = {th['x_star']:.3g}, y* = {th['y_star']:.3g}" + ("" if th["feasible"] else
-                 f" (N < B: infeasible; best feasible x = y = {th['x_feasible']:.3g})")))
-    for name, key in (("at your split", "at_config_split"), ("best split", "best_split")):
-        s = rec[key]
-        lo, hi = s["capacity_interval"]
-        note = {"unbounded": " (α < 0.01: σ² does not grow with age over the ages measured, so the theorem has no "
-                             "finite horizon; this is the longest horizon measured at the config's split, and the "
-                             "interval is unbounded: a longer one may be better)",
-                "on_policy": " (α ≥ ½: on-policy)"}.get(s["limit"], "")
-        if s["raised_to_batch"]:
-            note += " (raised to B)"
-        elif s["extrapolated"]:
-            note += f" (horizon {s['horizon']:.0f} > ages measured)"
-        lines.append(f"{name:<14}W/T {s['generators']}/{s['learners']}: N = {s['capacity']} [{_n(lo)}, "
-                     f"{_n(hi)}], replay ratio {s['replay_ratio']:.2f}, "
-                     f"horizon {s['horizon']:.1f}, lr {s['lr']:.3g}{note}")
-    alt = rec["with_rho_variance"]["at_config_split"]
-    lines.append(f"{'with ρ_𝒱':<14}W/T {alt['generators']}/{alt['learners']}: N = {alt['capacity']} "
-                 f"[{_n(alt['capacity_interval'][0])}, {_n(alt['capacity_interval'][1])}] (ρ_𝒱 for ρ)")
-    lines += [f"paste: {rec['paste']}" + ("" if rec["paste_valid"] is True else f"  ({rec['paste_valid']})"),
-              "lr: " + rec["lr_rule"].split(":")[0] + " (probe.json: lr_rule)"]
+    if result["status"]["status"] == "ok":
+        lines += _settings_lines(rec)
+    else:  # the theorem's arithmetic stays in probe.json (recommendation); printed, it would read as advice
+        lines.append(f"settings: none ({result['status']['status']}); the theorem's arithmetic is in probe.json")
+    lines += effective_lines(result)
+    if rec["paste"] is None:
+        lines.append(f"paste: none ({result['status']['status']}: the settings above are not a recommendation)")
+    else:
+        lines.append(f"paste: {rec['paste']}" + ("" if rec["paste_valid"] is True else f"  ({rec['paste_valid']})"))
+    lines.append("lr: " + rec["lr_rule"].split(":")[0] + " (probe.json: lr_rule)")
     return "\n".join(lines)
 
 
-def plot_sigma2(est: Estimates, path: Path) -> Path:
-    """σ²(τ) per age with its interval, the fitted power law over ages ≥ 1, and σ²(0) of the fresh set."""
+def plot_sigma2(est: Estimates, path: Path, eff: Effective | None = None) -> Path:
+    """Left: σ²(τ) per age with its interval, the fitted power law over ages ≥ 1, and σ²(0) of the fresh set.
+    Right (eff): σ²_eff(τ) with its interval, the isotonic σ̄²_eff, and s(τ) on its own axis."""
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    fig, ax = plt.subplots(figsize=(6, 4))
+    fig, (ax, right) = plt.subplots(1, 2, figsize=(11, 4))
     ages = est.ages
     old = ages >= 1
     val = np.array([s.value for s in est.sigma2])
@@ -155,14 +230,36 @@ def plot_sigma2(est: Estimates, path: Path) -> Path:
     ax.set_ylabel("E‖g_i − ∇F‖² (sketched)")
     ax.set_title("gradient error against age")
     ax.legend(fontsize=8)
+    if eff is not None:
+        _plot_effective(eff, right)
+    else:
+        right.set_axis_off()
     fig.tight_layout()
     fig.savefig(path, dpi=110)
     plt.close(fig)
     return path
 
 
-def write(result: dict, est: Estimates, out: Path) -> list[Path]:
+def _plot_effective(eff: Effective, ax) -> None:
+    val, lo, hi = (np.array([getattr(s, f) for s in eff.sigma2_eff]) for f in ("value", "lo", "hi"))
+    ax.errorbar(eff.ages, val, yerr=[np.maximum(val - lo, 0), np.maximum(hi - val, 0)], fmt="o", capsize=3,
+                label="σ²_eff(τ) = V/s² (95% bootstrap)")
+    ax.plot(eff.ages[eff.ages >= 1], eff.sigma2_eff_bar, "-",
+            label=f"σ̄²_eff (isotonic), α local {eff.alpha.value:.3f}")
+    ax.set_xlabel("age τ")
+    ax.set_ylabel("noise per unit of retained signal")
+    ax.set_title(f"‖∇F‖² = {eff.grad_norm2.value:.3g} [{eff.grad_norm2.lo:.3g}, {eff.grad_norm2.hi:.3g}]")
+    ax.legend(fontsize=8, loc="upper left")
+    twin = ax.twinx()
+    r, rlo, rhi = (np.array([getattr(s, f) for s in eff.retention]) for f in ("value", "lo", "hi"))
+    twin.errorbar(eff.ages + 0.15, r, yerr=[np.maximum(r - rlo, 0), np.maximum(rhi - r, 0)], fmt="s", color="C2",
+                  capsize=2, label="s(τ), retention")
+    twin.set_ylabel("s(τ)")
+    twin.legend(fontsize=8, loc="lower right")
+
+
+def write(result: dict, est: Estimates, out: Path, eff: Effective | None = None) -> list[Path]:
     out.mkdir(parents=True, exist_ok=True)
     js = out / "probe.json"
     js.write_text(json.dumps(result, indent=2, allow_nan=False))
-    return [js, plot_sigma2(est, out / "sigma2.png")]
+    return [js, plot_sigma2(est, out / "sigma2.png", eff)]

@@ -92,6 +92,7 @@ class _Loop:
         self.buffer: dict[int, list[Rollout]] = {}
         self.weights: dict[int, np.ndarray] = {0: self.learner.weights_sketch(self.sketch)}
         self.groups = 0
+        self.uses: dict[int, int] = {}  # id(rollout) → times the learner sampled it (issue 30: age vs use)
         self.timing = Timing()
 
     def generate(self, n_groups: int, version: int) -> tuple[list[Rollout], float]:
@@ -119,7 +120,10 @@ class _Loop:
         """Sample B without repeats from the buffer, step, publish θ_{version+1} to the generator."""
         pool = [r for v in sorted(self.buffer) for r in self.buffer[v]]
         b = self.cfg.learner.batch_size
-        batch = RolloutBatch.from_rollouts([pool[i] for i in self.rng.choice(len(pool), b, replace=False)])
+        picked = [pool[i] for i in self.rng.choice(len(pool), b, replace=False)]
+        for r in picked:
+            self.uses[id(r)] = self.uses.get(id(r), 0) + 1
+        batch = RolloutBatch.from_rollouts(picked)
         t0 = time.perf_counter()
         self.learner.step(batch)
         busy = time.perf_counter() - t0
@@ -132,16 +136,18 @@ class _Loop:
         """Sketches of every buffer rollout and of a fresh set at θ_t; None if the deadline passes first."""
         fresh, _ = self.generate(self.s.fresh_groups, t)
         rollouts = [r for v in sorted(self.buffer) for r in self.buffer[v]] + fresh
-        g = self.learner.sketches(RolloutBatch.from_rollouts(rollouts), self.sketch, token_count, deadline,
-                                  self.clock)
-        if g is None:
+        got = self.learner.sketches(RolloutBatch.from_rollouts(rollouts), self.sketch, token_count, deadline,
+                                    self.clock)
+        if got is None:
             return None
+        g, cols = got
         h = self.s.horizon
         drift = [np.linalg.norm(self.weights[t] - self.weights[t - a]) if t - a in self.weights else np.nan
                  for a in range(h + 1)]
         return {"g": g, "age": np.array([t - r.policy_version for r in rollouts]),
                 "cluster": np.array([r.group_id for r in rollouts]), "probe": np.full(len(rollouts), point),
-                "capacity": len(rollouts) - len(fresh), "drift": drift}
+                "capacity": len(rollouts) - len(fresh), "drift": drift, "columns": cols,
+                "uses": np.array([self.uses.get(id(r), 0) for r in rollouts])}
 
 
 def _split_and_mu(cfg: RunConfig) -> tuple[tuple[int, int], float | None]:
@@ -194,7 +200,8 @@ def run_probe(cfg: RunConfig, settings: ProbeSettings, model_path: str, log=prin
         new, busy = loop.generate(target, t - 1)
         loop.buffer.setdefault(t - 1, []).extend(new)
         for v in [v for v in loop.buffer if v < t - h]:
-            del loop.buffer[v]
+            for old in loop.buffer.pop(v):  # ids of dropped rollouts may be reused by new objects
+                loop.uses.pop(id(old), None)
         loop.timing.gen_s.append(busy)
         loop.timing.gen_n.append(len(new))
         loop.timing.train_s.append(loop.train(t - 1))
@@ -218,7 +225,9 @@ def run_probe(cfg: RunConfig, settings: ProbeSettings, model_path: str, log=prin
                            f"is at step {probe_steps[0]}); raise --time-limit or lower --horizon")
     sk = Sketches(np.concatenate([p["g"] for p in parts]), np.concatenate([p["age"] for p in parts]),
                   np.concatenate([p["cluster"] for p in parts]), np.concatenate([p["probe"] for p in parts]),
-                  float(np.mean([p["capacity"] for p in parts])), np.array([p["drift"] for p in parts]))
+                  float(np.mean([p["capacity"] for p in parts])), np.array([p["drift"] for p in parts]),
+                  np.concatenate([p["uses"] for p in parts]),
+                  {k: np.concatenate([p["columns"][k] for p in parts]) for k in parts[0]["columns"]})
     measured = loop.timing.mu()
     lo, hi = loop.timing.mu_interval(settings.bootstrap, loop.rng)
     mu_info = ({"value": mu, "lo": mu, "hi": mu, "source": "emulated, from config (cluster.emulate.mu)"}
@@ -245,35 +254,46 @@ def probe(cfg: RunConfig, settings: ProbeSettings, out, config_path=None, overri
 
     from replay_rl.config import ConfigError
     from replay_rl.probe import report
+    from replay_rl.probe.effective import by_use, effective
     from replay_rl.probe.estimators import estimate
     from replay_rl.probe.recommend import recommend
+    from replay_rl.probe.status import Status, status
     from replay_rl.warmstart import ensure_model
 
     started = time.monotonic()
     path = ensure_model(cfg, log)
     data = run_probe(cfg, settings, str(path), log, started)
     est = estimate(data.sketches, settings.bootstrap, settings.seed)
+    b = cfg.learner.batch_size
+    try:
+        eff = effective(data.sketches, b, settings.bootstrap, settings.seed)
+        strata, st = by_use(data.sketches, b, settings.bootstrap, settings.seed), status(eff, settings.fresh_groups)
+    except ValueError as e:  # too few fresh groups or ages: nothing to plan with
+        eff, strata, st = None, {}, Status("not_resolved", str(e))
+    # the plan's α: σ̄²_eff's local summary (the committed σ²(τ) α reads shrinkage as α < 0), ρ as before
+    alpha, alpha_draws = (eff.alpha.value, eff.alpha_draws) if eff else (float("nan"), ())
     mu = data.mu["value"]
-    rec = recommend(mu, est.alpha.value, est.rho.value, cfg.learner.batch_size, data.split, cfg.learner.lr,
-                    config_replay_ratio(cfg, mu), data.horizon, est.alpha_draws, est.rho_draws,
-                    multiple=cfg.cluster.learners, real_cluster=not data.emulated)
-    alt = recommend(mu, est.alpha.value, est.rho_variance.value, cfg.learner.batch_size, data.split, cfg.learner.lr,
-                    config_replay_ratio(cfg, mu), data.horizon, est.alpha_draws, est.rho_variance_draws,
-                    multiple=cfg.cluster.learners, real_cluster=not data.emulated)
+    plan = lambda rho, rho_draws: recommend(  # noqa: E731
+        mu, alpha, rho, b, data.split, cfg.learner.lr, config_replay_ratio(cfg, mu), data.horizon, alpha_draws,
+        rho_draws, multiple=cfg.cluster.learners, real_cluster=not data.emulated)
+    rec, alt = plan(est.rho.value, est.rho_draws), plan(est.rho_variance.value, est.rho_variance_draws)
     rec["with_rho_variance"] = {k: alt[k] for k in ("rho", "rho_clipped", "theorem", "at_config_split",
                                                     "best_split")}
     for key, name in (("best_split", "paste"), ("at_config_split", "paste_at_config_split")):
-        rec[name] = report.paste_line(rec[key], mu if data.emulated else None)
-    try:  # the line must load: capacity and lr pass the config's own checks
-        RunConfig.load(config_path, [*overrides, *rec["paste"].replace("-s ", "").split()])
-        rec["paste_valid"] = True
-    except ConfigError as e:
-        rec["paste_valid"] = f"does not load: {e}"
+        # a paste line only with status ok (status.py): otherwise the setting is a tool setting, not an optimum
+        rec[name] = report.paste_line(rec[key], mu if data.emulated else None) if st.status == "ok" else None
+    rec["paste_valid"] = None
+    if rec["paste"] is not None:
+        try:  # the line must load: capacity and lr pass the config's own checks
+            RunConfig.load(config_path, [*overrides, *rec["paste"].replace("-s ", "").split()])
+            rec["paste_valid"] = True
+        except ConfigError as e:
+            rec["paste_valid"] = f"does not load: {e}"
     header = {"config": None if config_path is None else str(config_path), "overrides": list(overrides),
               "settings": settings.model_dump(), "wall_s": time.monotonic() - started,
               "run": {"task": cfg.task.type, "model": str(path), "batch_size": cfg.learner.batch_size,
                       "lr": cfg.learner.lr, "split": list(data.split), "emulated": data.emulated,
                       "rollouts_per_step": data.rollouts_per_step, "horizon": data.horizon, "steps": data.steps,
                       "probe_points": data.points_done, "stopped": data.stopped, "seconds": data.seconds}}
-    result = report.assemble(est, data, rec, header)
-    return result, report.write(result, est, Path(out))
+    result = report.assemble(est, data, rec, header, eff, strata, st)
+    return result, report.write(result, est, Path(out), eff)

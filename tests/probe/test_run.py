@@ -6,6 +6,7 @@ import math
 from typer.testing import CliRunner
 
 from replay_rl.cli import app
+from replay_rl.probe.status import EXIT_CODES
 
 
 def test_probe_writes_its_files_with_finite_constants(warm_model, tiny_cfg, tmp_path):
@@ -14,19 +15,28 @@ def test_probe_writes_its_files_with_finite_constants(warm_model, tiny_cfg, tmp_
     # B = 32 at the emulated (5,3), μ = 5.28: R = 10.1 rollouts a step, at least one group of 8 every version
     res = CliRunner().invoke(app, ["probe", "-s", f"model.path={path}", "-s", "learner.batch_size=32", "-s",
                                    "replay.capacity=32", "-s", "generation.group_size=8", "--horizon", "4",
-                                   "--points", "2", "--every", "2", "--fresh-groups", "3", "--out", str(out),
+                                   "--points", "2", "--every", "2", "--fresh-groups", "4", "--out", str(out),
                                    "--time-limit", "120"])
-    assert res.exit_code == 0, res.output
+    assert (out / "probe.json").exists(), res.output + repr(res.exception)
     data = json.loads((out / "probe.json").read_text())
+    status = data["status"]["status"]
+    assert res.exit_code == EXIT_CODES[status], res.output  # 0 only with ok
+    assert f"status: {status}: " in res.output
     assert (out / "sigma2.png").stat().st_size > 0
     for key in ("mu", "alpha", "rho"):
         assert all(math.isfinite(data[key][k]) for k in ("value", "lo", "hi")), data[key]
     assert data["mu"]["source"].startswith("emulated") and data["mu"]["value"] == 5.28
     assert [s["age"] for s in data["sigma2"]] == list(range(5))
     assert all(s["value"] > 0 for s in data["sigma2"])
+    eff = data["effective"]
+    assert [a["age"] for a in eff["ages"]] == list(range(5)) and "clip_active_share" in eff["ages"][1]
+    assert {"never_sampled", "sampled"} <= set(eff["by_use"]) and eff["grad_norm2"]["value"] is not None
     rec = data["recommendation"]
-    assert rec["at_config_split"]["capacity"] >= 32 and rec["paste_valid"] is True
-    assert "-s replay.capacity=" in res.output and "-s learner.lr=" in res.output
+    assert rec["at_config_split"]["capacity"] >= 32
+    if status == "ok":  # a paste line only with ok
+        assert rec["paste_valid"] is True and "-s replay.capacity=" in res.output
+    else:
+        assert rec["paste"] is None and "paste: none" in res.output and "-s replay.capacity=" not in res.output
     assert len(data["run"]["probe_points"]) == 2
 
 
