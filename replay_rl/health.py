@@ -41,10 +41,11 @@ class Hung:
 def hung_roles(shards: list, generators: list, step: int, tables: list | None = None) -> Hung | None:
     """The stall's verdict from each shard's blocked_reason and each generator's stats probe; None when a rule
     (the pace, the limiter, caps) holds the step, which killing an actor would not change. tables: each shard's
-    stats probe (asked now: the driver's own count lags a restore); a consume-once queue restored in place that
-    waits before serving its first batch since (TableStats.restored_waiting) lost what it waits for (its inserts
-    after the snapshot, which are made once), so its stall is a death, not a rule. A keep-all buffer cannot
-    stall after a restore (its credit covers what it lost), nor can any shard once it served a batch again."""
+    stats probe (asked now: the driver's own count lags a restore); a consume-once queue restored in place, or a
+    buffer restored with less than its rank's batch, that waits before serving its first batch since
+    (TableStats.restored_waiting) lost what it waits for (its inserts after the snapshot, which are made once), so
+    its stall is a death, not a rule. A keep-all buffer restored with a batch cannot stall (its credit covers what
+    it lost), nor is a shard that served a batch since blamed."""
     silent = [i for i, a in enumerate(shards) if isinstance(a, NoAnswer)]
     gens = [i for i, a in enumerate(generators) if isinstance(a, NoAnswer)]
     if silent or gens:

@@ -40,8 +40,11 @@ class _ReplayCommon(_Section):
     """Bound samples per insert without cluster.emulate (which derives it). None: no limit."""
     snapshot_every_steps: int | None = Field(25, ge=1)
     """Each shard snapshots itself every k learner steps into RUN/replay_live/, so a shard that dies is restored in
-    place (run.max_shard_restarts), losing at most the inserts of k steps. Costs one write of the shard per k steps.
-    None: no live snapshots, and a shard that dies ends the run (resume from a checkpoint)."""
+    place (run.max_shard_restarts), losing at most the inserts of k steps. Costs one write of the shard per k steps,
+    one at a start from a checkpoint and, before its first sample, one each time an insert doubles what it holds
+    or first gives it its rank's batch (a restart then loses at most half of it; one short of a batch that waits
+    goes to run.max_restarts). None: no live snapshots, and a shard that dies ends the run (resume from a
+    checkpoint)."""
     sample_timeout_s: float = Field(300.0, gt=0)
     """A learner waiting longer than this for enough data fails with the reason it waited."""
     capacity_schedule: CapacityScheduleConfig | None = None

@@ -14,13 +14,15 @@ from replay_rl.rollout import RolloutBatch
 
 class LiveSnapshots:
     """RUN/replay_live/shard_i, replaced every k learner steps, when the shard starts from a checkpoint (a restart
-    before the next multiple of k would otherwise find none, or the old run's) and after each insert before its
-    first sample (a restart then would find none, or one without the rollouts since); shard_i.restarts counts
+    before the next multiple of k would otherwise find none, or the old run's) and, before its first sample, at
+    inserts that double its fill or first give it a rank's batch (due_on_insert); shard_i.restarts counts
     its restores; shard_i.consumed lists the keys a consume-once queue served since the snapshot, which a restore
     drops (else it brings back batches already trained on)."""
 
-    def __init__(self, every: int | None, path: Path, consumes_once: bool = False) -> None:
-        self.every, self.path = every, Path(path)
+    def __init__(self, every: int | None, path: Path, consumes_once: bool = False, batch: int = 1) -> None:
+        """batch: the items its rank samples a step (a restored shard holding that many can serve it)."""
+        self.every, self.path, self.batch = every, Path(path), batch
+        self._early = 0  # items held at the last snapshot due_on_insert asked for
         self._restarts_file = self.path.with_name(self.path.name + ".restarts")
         self._consumed_file = self.path.with_name(self.path.name + ".consumed")
         self.journal = bool(every) and consumes_once
@@ -31,10 +33,17 @@ class LiveSnapshots:
         first_or_kth = self._last is None or consumer_version % self.every == 0 if self.every else False
         return first_or_kth and consumer_version != self._last
 
-    def due_on_insert(self) -> bool:
-        """Until this shard's first snapshot at a sample (or a restore), every insert is snapshotted: rollouts a
-        restart then loses are made once, and the first batch would wait for them for ever."""
-        return bool(self.every) and self._last is None
+    def due_on_insert(self, size: int) -> bool:
+        """Until this shard's first snapshot at a sample (or a restore), an insert that leaves it holding `size`
+        items is snapshotted when that doubles the size at the last such snapshot, or first reaches a rank's batch:
+        a restart then finds at least half of what it held, and a whole batch once it held one (rollouts it loses
+        are made once; a batch short of them waits, which the stall watchdog sends to run.max_restarts). A write
+        at every insert rewrote the whole shard each time, under its lock: bytes quadratic in the fill."""
+        grown = size >= 2 * self._early or self._early < self.batch <= size
+        if not self.every or self._last is not None or not grown:
+            return False
+        self._early = size
+        return True
 
     def write(self, consumer_version: int | None, arrays, counters, settings) -> None:
         if not self.every:

@@ -30,11 +30,13 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Callable
 
 import numpy as np
 
 from replay_rl.replay.limits import Pace, PacedLimiter, call_number, route
+from replay_rl.replay.live import LiveSnapshots
 
 MAX_VERSIONS = 4096  # beyond this horizon a setting is accepted, and the stall watchdog is the backstop
 
@@ -183,7 +185,8 @@ def restore_run(s: PaceSetting, versions: int, restore_at: int, rng: np.random.G
     start the calls may_start allows and insert each shard's piece later (in flight meanwhile; Ray resends a
     dead shard's pieces to its restart); the learner samples once every shard is paid and holds n items; while the
     learner is at `restore_at`, a random shard restarts from its live snapshot (taken before the sample of every
-    multiple of snapshot_every, after each insert until the first, and, the run resumed at `resumed_at`, then
+    multiple of snapshot_every, at the inserts LiveSnapshots.due_on_insert asks for until the first, and, the run
+    resumed at `resumed_at`, then
     (snapshot_on_resume; else a resume clears them); a consume-once queue drops the keys it served since, as
     LiveSnapshots does). The restore comes at a random moment or, in half the runs, once the generators made every
     call allowed (the most lost). credit(limiter, version, calls) credits the restored shard at its first sample
@@ -192,7 +195,8 @@ def restore_run(s: PaceSetting, versions: int, restore_at: int, rng: np.random.G
     t, n, cap, pace, rpc = s.shards, s.batch_size // s.shards, s.capacity // s.shards, s.pace(), s.rollouts_per_call
     limiters, items = [PacedLimiter(pace, i, t) for i in range(t)], [[] for _ in range(t)]
     snaps: list = [None] * t           # (items, inserts) of each live snapshot
-    early = [True] * t                 # no snapshot at a sample or resume yet: each insert is snapshotted
+    early = [True] * t                 # no snapshot at a sample or resume yet: inserts are (due_on_insert)
+    live = [LiveSnapshots(1, Path("unused"), batch=n) for _ in range(t)]  # its insert rule only: it writes nothing
     served: list[set] = [set() for _ in range(t)]
     recovering, pending, made, next_id, v, restored = [False] * t, [], [0] * s.generators, 0, 0, False
     dealt, calls_then, in_flight = [0] * t, [], 0  # rollouts each shard was dealt by the calls started
@@ -209,6 +213,7 @@ def restore_run(s: PaceSetting, versions: int, restore_at: int, rng: np.random.G
             held, inserts = snaps[i] or ([], 0)
             items[i] = [x for x in held if x not in served[i]]
             limiters[i], recovering[i], early[i] = PacedLimiter(pace, i, t), True, True
+            live[i] = LiveSnapshots(1, Path("unused"), batch=n)
             limiters[i].inserts = inserts
             limiters[i].restored()
             calls_then, in_flight, back = list(made), sum(len(p) for j, p, _ in pending if j == i), i
@@ -235,7 +240,7 @@ def restore_run(s: PaceSetting, versions: int, restore_at: int, rng: np.random.G
             items[i] = (items[i] + new)[-cap:]  # FIFO eviction of the oldest
             limiters[i].record(inserts=len(new))
             limiters[i].inserted(call, len(new))
-            if early[i]:
+            if early[i] and live[i].due_on_insert(len(items[i])):
                 snaps[i], served[i] = (list(items[i]), limiters[i].inserts), set()
         else:
             for i in range(t):

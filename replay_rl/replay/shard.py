@@ -45,11 +45,13 @@ class ReplayShardImpl:
         self._cond: asyncio.Condition | None = None
         self.wait_s = {"insert": 0.0, "sample": 0.0}
         self.live = LiveSnapshots(cfg.replay.snapshot_every_steps,
-                                  shard_dir(Path(cfg.run.output_dir) / "replay_live", shard_id), cfg.consumes_once)
+                                  shard_dir(Path(cfg.run.output_dir) / "replay_live", shard_id), cfg.consumes_once,
+                                  cfg.rank_batch_size)
         self.restarts, self.restored_inserts, self._recovering = 0, 0, False
-        # a consume-once queue restored in place lost inserts that are made once: until it serves a batch again, a
-        # stall it holds is a death (health.hung_roles); a keep-all buffer's credit covers what it lost
-        self.consumes_once, self.restored_waiting = cfg.consumes_once, False
+        # a consume-once queue restored in place lost inserts that are made once, and so did a buffer restored with
+        # less than its rank's batch (a snapshot before its first sample: due_on_insert): until it serves a batch
+        # again, a stall it holds is a death (health.hung_roles); otherwise a keep-all buffer's credit covers its loss
+        self.consumes_once, self.batch, self.restored_waiting = cfg.consumes_once, cfg.rank_batch_size, False
         self.asked, self.served = -1, -1  # the consumer versions of the last sample asked for and served
         if reconstructed:
             self._recover()
@@ -64,7 +66,7 @@ class ReplayShardImpl:
         self.restored_inserts = self.table.stats().inserts
         self.table.limiter.restored()
         self._recovering = True  # the limiter learns the learner's version at the next sample
-        self.restored_waiting = self.consumes_once
+        self.restored_waiting = self.consumes_once or len(self.table) < self.batch
 
     def _condition(self) -> asyncio.Condition:
         if self._cond is None:  # created lazily, inside the actor's event loop
@@ -88,7 +90,7 @@ class ReplayShardImpl:
                 await self._wait("insert", lambda: self.table.can_insert(len(batch)), self.table.limiter.why_blocked)
             self.table.insert(batch)
             self.table.limiter.inserted(call, len(batch))
-            if self.live.due_on_insert():
+            if self.live.due_on_insert(len(self.table)):
                 self.live.write(None, *self.table.state(), self._settings)
             cond.notify_all()
         return len(batch)

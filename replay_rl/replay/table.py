@@ -54,7 +54,9 @@ class TableStats:
     # set by the shard actor, not the table: times it was restored in place, and the insert count it restored
     shard_restarts: int = 0
     restored_inserts: int = 0
-    restored_waiting: bool = False  # a consume-once queue restored in place that has served no batch since
+    # a shard restored in place that lost rollouts made once (a consume-once queue, or one restored with less than
+    # its rank's batch) and has served no batch since
+    restored_waiting: bool = False
     rollouts_lost: int = 0  # set by the driver's ReplayClient: inserts a shard lost between snapshot and death
 
     @property

@@ -69,3 +69,24 @@ def test_a_paced_shard_restored_in_place_counts_its_deal_of_the_calls_started(tm
         return counted + [back.table.limiter.inserts]
 
     assert asyncio.run(scenario()) == [96, 112]
+
+
+def test_before_the_first_sample_a_shard_snapshots_when_its_fill_doubles_or_first_makes_a_batch(tmp_path):
+    from replay_rl.replay.live import LiveSnapshots
+
+    live = LiveSnapshots(25, tmp_path / "shard_0", batch=48)
+    # 8 writes of 1..96 items, where every insert wrote the whole shard (100 writes, 5050 items)
+    assert [size for size in range(1, 101) if live.due_on_insert(size)] == [1, 2, 4, 8, 16, 32, 48, 96]
+    cfg = shard_cfg(tmp_path)  # a rank's batch of 4
+
+    async def scenario(inserts):
+        shard = ReplayShardImpl(cfg, 0)
+        for _ in range(inserts):
+            await shard.insert(make_batch(1))
+        back = ReplayShardImpl(cfg, 0, reconstructed=True)
+        return len(back.table), back.stats().restored_waiting
+
+    # 7 held: the snapshot at 4 (a batch) is kept; 3 held: the one at 2, short of a batch, so a stall it holds
+    # before it serves one is a death (health.hung_roles), not the pace's rule
+    assert asyncio.run(scenario(7)) == (4, False)
+    assert asyncio.run(scenario(3)) == (2, True)
