@@ -13,6 +13,7 @@ PACKAGE = ROOT / "replay_rl"
 # modules that must import on a bare CPU box without Ray, DeepSpeed or vLLM
 CORE = ["replay_rl.config", "replay_rl.rollout", "replay_rl.replay.selectors", "replay_rl.replay.retention",
         "replay_rl.replay.limits", "replay_rl.replay.table", "replay_rl.replay.snapshot", "replay_rl.learner.losses",
+        "replay_rl.replay.live", "replay_rl.replay.pace_check",  # a shard's restore rules; the model check on them
         "replay_rl.replay.reuse_window", "replay_rl.replay.reuse_controller", "replay_rl.learner.trust_region",
         "replay_rl.learner.batching", "replay_rl.learner.agreement", "replay_rl.accounting", "replay_rl.theory", "replay_rl.tasks",
         "replay_rl.generation.backend", "replay_rl.config_errors", "replay_rl.study",
