@@ -6,7 +6,8 @@ learner versions (N ≈ H·R), samples B uniformly without repeats, and takes on
 config's loss. B, lr, G, the loss, the task and the model are the config's; (W, T) and μ are cluster.emulate's when
 emulated, else cluster.generators/learners and μ measured here. Generation is transformers' in-process, whatever
 generation.backend says. At each probe point (step t) every buffer rollout (ages 1..H) and a fresh set generated
-by θ_t (age 0) get a sketched gradient at θ_t (gradients.py); estimators.py turns them into σ²(τ), α, ρ, κ.
+by θ_t (age 0) get a sketched gradient at θ_t (gradients.py), the loss's clip and ratio stats and a use count;
+estimators.py gives σ²(τ), ρ, κ, effective.py σ²_eff(τ), s(τ) and 𝒱(N), status.py whether they can recommend.
 """
 
 from __future__ import annotations
@@ -19,7 +20,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import torch
 
-from replay_rl.config import RunConfig
+from replay_rl.config import ConfigError, RunConfig
 from replay_rl.evaluation import encode_prompts
 from replay_rl.generation.backend import sampling_params
 from replay_rl.generation.hf import HFBackend
@@ -252,7 +253,6 @@ def probe(cfg: RunConfig, settings: ProbeSettings, out, config_path=None, overri
     """Measure, estimate, recommend, write probe.json and sigma2.png into `out`: (result, paths)."""
     from pathlib import Path
 
-    from replay_rl.config import ConfigError
     from replay_rl.probe import report
     from replay_rl.probe.effective import by_use, effective
     from replay_rl.probe.estimators import estimate
