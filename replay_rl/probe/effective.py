@@ -225,6 +225,21 @@ def effective(sk: Sketches, batch_size: int, draws: int = 200, seed: int = 0) ->
                      draws_finite=float(np.mean(np.isfinite(alphas[1:]))), alpha_draws=alphas[1:])
 
 
+def measured_capacity(eff: Effective) -> dict | None:
+    """The plan from 𝒱 itself, over the FIFO depths measured: at the probe's split every depth costs the same
+    compute a step, so the least batch noise per unit of signal (𝒱_eff) wins; `largest_not_worse` is the largest N
+    whose interval reaches the best one's upper end (no clear loss). None without a finite 𝒱_eff."""
+    vals = np.array([x.value for x in eff.batch_variance_eff])
+    if not len(vals) or not np.isfinite(vals).any():
+        return None
+    best = int(np.nanargmin(vals))
+    top = eff.batch_variance_eff[best].hi
+    ok = [i for i, x in enumerate(eff.batch_variance_eff) if np.isfinite(x.lo) and x.lo <= top]
+    return {"capacity": float(eff.pool_capacity[best]), "depth": int(eff.pool_ages[best]),
+            "largest_not_worse": float(eff.pool_capacity[max(ok, default=best)]),
+            "measured_up_to": float(eff.pool_capacity[-1])}
+
+
 def by_use(sk: Sketches, batch_size: int, draws: int = 200, seed: int = 0) -> dict[str, Effective | None]:
     """σ²_eff on the buffer rollouts the learner never sampled and on those it did, each against the same fresh
     set: age's effect apart from use's. None where a stratum has fewer than two ages."""

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import numpy as np
 
-from replay_rl.probe.effective import MECHANISM, Effective
+from replay_rl.probe.effective import MECHANISM, Effective, measured_capacity
 from replay_rl.probe.estimators import Estimates
 
 RHO_ESTIMATOR = ("ρ = N·Σ_d n_d·d·c(d) / Σ_d n_d·d², least squares through 0 of c(d) on d/N (Assumption 4.3: "
@@ -47,8 +47,8 @@ def effective_json(eff: Effective | None, strata: dict) -> dict | None:
               for k, e in strata.items()}
     return {"note": EFFECTIVE_NOTE, "grad_norm2": eff.grad_norm2.as_dict(), "growth": eff.growth.as_dict(),
             "alpha_local": eff.alpha.as_dict(), "draws_finite": eff.draws_finite, "ages": ages,
-            "batch_variance": pools, "by_use": by_use, "mechanism": {k: f"Σ {k} / Σ {v}" for k, v in MECHANISM.items()
-                                                                     if k in eff.mechanism}}
+            "batch_variance": pools, "measured_capacity": measured_capacity(eff), "by_use": by_use,
+            "mechanism": {k: f"Σ {k} / Σ {v}" for k, v in MECHANISM.items() if k in eff.mechanism}}
 
 
 def _span(x: dict) -> str:
@@ -73,6 +73,9 @@ def effective_lines(result: dict) -> list[str]:
                      f"{_fmt(a.get('kl_mean'), '.2g'):>8}")
     lines += [f"𝒱(N) N={p['capacity']:.0f}: {_span(p['value'])}, per unit of signal {_span(p['per_signal'])}"
               for p in e["batch_variance"]]
+    if (m := e["measured_capacity"]) is not None:
+        lines.append(f"𝒱 per unit of signal least at N={m['capacity']:.0f}; largest N not clearly worse "
+                     f"{m['largest_not_worse']:.0f} (measured up to {m['measured_up_to']:.0f}, at this split)")
     return lines + ["(* an interval widened to contain its estimate)"] * any(
         "stretched" in str(a) for a in e["ages"])
 

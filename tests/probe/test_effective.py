@@ -160,3 +160,18 @@ def test_isotonic_fit_and_interval_that_misses_its_point():
     x = interval(5.0, np.linspace(0, 1, 100))
     assert x.stretched and x.lo <= 5.0 <= x.hi
     assert np.isnan(interval(float("nan"), np.ones(10)).lo)
+
+
+def test_the_plan_from_batch_variance_takes_the_largest_n_not_clearly_worse():
+    from dataclasses import replace
+
+    from replay_rl.probe.effective import measured_capacity
+    from replay_rl.probe.estimators import Interval
+
+    eff = effective(real_regime(alpha=0.3, shrink=0.05, seed=6).sk, B, draws=40)
+    assert eff.pool_ages.tolist() == [2, 3, 4, 5, 6, 7, 8] and eff.pool_capacity[0] >= B
+    x = [Interval(v, lo, hi) for v, lo, hi in [(3, 2, 4), (1, 0.8, 1.2), (1.1, 0.9, 1.3), (1.5, 1.3, 1.7),
+                                                (2, 1.8, 2.2), (1.15, 1.1, 1.3), (4, 3, 5)]]
+    m = measured_capacity(replace(eff, batch_variance_eff=x))
+    assert m["capacity"] == eff.pool_capacity[1] and m["largest_not_worse"] == eff.pool_capacity[5]
+    assert m["measured_up_to"] == eff.pool_capacity[-1]
