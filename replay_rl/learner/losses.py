@@ -71,14 +71,21 @@ def token_weights(cfg: GrpoLossConfig | AsymreLossConfig, logp: torch.Tensor, in
     return w * keep, stats | trust
 
 
+def grpo_surrogates(cfg: GrpoLossConfig, logp: torch.Tensor, inp: LearnerInputs
+                    ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """(ratio, unclipped, clipped), each (B, L−1): ρ (1 at padding), ρ·A and clip(ρ, 1−ε_low, 1+ε_high)·A, the two
+    branches of GRPO's min; the probe reads what the clip removes from the same tensors (probe/gradients.py)."""
+    m = inp.loss_mask
+    ratio = torch.exp(logp - inp.old_logprobs) * m + (1 - m)  # padding positions: ratio 1, masked out anyway
+    adv = inp.advantages[:, None]                             # (B, 1) broadcast over tokens
+    return ratio, ratio * adv, torch.clamp(ratio, 1 - cfg.eps_low, 1 + cfg.eps_high) * adv
+
+
 def grpo_loss(cfg: GrpoLossConfig, logp: torch.Tensor, inp: LearnerInputs) -> tuple[torch.Tensor, dict[str, float]]:
     """−mean of min(ρ·A, clip(ρ, 1−ε_low, 1+ε_high)·A), ρ = π_θ(token) / π_behaviour(token), no KL; the mean is
     cfg.aggregation's (a token mean by default)."""
     m = inp.loss_mask
-    ratio = torch.exp(logp - inp.old_logprobs) * m + (1 - m)  # padding positions: ratio 1, masked out anyway
-    adv = inp.advantages[:, None]                             # (B, 1) broadcast over tokens
-    unclipped = ratio * adv
-    clipped = torch.clamp(ratio, 1 - cfg.eps_low, 1 + cfg.eps_high) * adv
+    ratio, unclipped, clipped = grpo_surrogates(cfg, logp, inp)
     w, corr = token_weights(cfg, logp, inp)
     terms = torch.minimum(unclipped, clipped) * w
     if cfg.aggregation == "seq_mean":

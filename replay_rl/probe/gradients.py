@@ -15,7 +15,7 @@ import torch
 
 from replay_rl.config import RunConfig
 from replay_rl.learner.batching import to_learner_inputs
-from replay_rl.learner.losses import make_loss, processed_logits
+from replay_rl.learner.losses import LearnerInputs, grpo_surrogates, make_loss, processed_logits
 from replay_rl.rollout import RolloutBatch
 
 
@@ -85,18 +85,33 @@ class ProbeLearner:
         (effective.MECHANISM) from the loss's own stats on that rollout. None if `clock()` passes `deadline`."""
         self.model.eval()  # no dropout: the gradient at θ, not at a random sub-network
         out = np.zeros((len(batch), sketch.k))
-        cols = {k: np.zeros(len(batch)) for k in ("tokens", "clip_active", "ratio")}
+        cols: dict[str, list[float]] = {}
         for i in range(len(batch)):
             if deadline is not None and clock() > deadline:
                 return None
             inp = to_learner_inputs(batch.take(np.array([i])), self.pad_id, self.device, token_count, 1.0)
-            loss, stats = self.loss_fn(_logprobs(self.model, inp, self.cfg), inp)
+            logp = _logprobs(self.model, inp, self.cfg)
+            loss, _ = self.loss_fn(logp, inp)
             grads = torch.autograd.grad(loss, self.params, allow_unused=True)
             out[i] = sketch(grads)
-            n = float(inp.loss_mask.sum())  # the loss's shares are token means over this rollout
-            cols["tokens"][i], cols["clip_active"][i], cols["ratio"][i] = n, stats["clip_fraction"] * n, \
-                stats["ratio_mean"] * n
-        return out, cols
+            for k, v in self.mechanism(logp.detach(), inp).items():
+                cols.setdefault(k, []).append(v)
+        return out, {k: np.array(v) for k, v in cols.items()}
+
+    def mechanism(self, logp: torch.Tensor, inp: LearnerInputs) -> dict[str, float]:
+        """Sums over the rollout's tokens for effective.MECHANISM, from the loss's own surrogates: tokens where the
+        clip is the active branch (zero gradient), |ρA| (the unclipped surrogate's gradient weight on ∇log π) in
+        all and on those tokens, ρ, and (ρ − 1) − log ρ (KL(π_b‖π_θ), k3). AsymRE has no clip: ratio and KL only."""
+        m = inp.loss_mask
+        log_ratio = (logp - inp.old_logprobs) * m
+        ratio = torch.exp(log_ratio)
+        out = {"tokens": m.sum(), "ratio": (ratio * m).sum(), "kl": ((ratio - 1 - log_ratio) * m).sum()}
+        if self.cfg.learner.loss.type == "grpo":
+            _, unclipped, clipped = grpo_surrogates(self.cfg.learner.loss, logp, inp)
+            active = (clipped < unclipped).float() * m
+            out |= {"clip_active": active.sum(), "mass": (unclipped.abs() * m).sum(),
+                    "clip_removed": (unclipped.abs() * active).sum()}
+        return {k: float(v) for k, v in out.items()}
 
     def weights_sketch(self, sketch: CountSketch) -> np.ndarray:
         """S·θ, so that ‖S(θ_t − θ_s)‖ estimates how far the weights moved (κ's denominator)."""

@@ -59,17 +59,19 @@ def _span(x: dict) -> str:
 
 
 def effective_lines(result: dict) -> list[str]:
-    """The status and σ²_eff(τ), s(τ), V(τ), mechanism and 𝒱(N) for the terminal."""
+    """The status and σ²_eff(τ), s(τ), V(τ), mechanism (clip: share of tokens clipped, cut: share of |ρA| the clip
+    removed, mean r, KL(π_b‖π_θ)) and 𝒱(N) for the terminal."""
     e, st = result["effective"], result["status"]
     if e is None:
         return [f"status: {st['status']}: {st['reason']}"]
     lines = [f"status: {st['status']}: {st['reason']}",
              f"‖∇F‖² {_span(e['grad_norm2'])}, growth {_span(e['growth'])}, α (local, isotonic) "
              f"{_span(e['alpha_local'])}",
-             f"{'age':>4} {'σ²_eff(τ)':<26}{'s(τ)':<24}{'V(τ)':<24}{'clip':>6} {'r':>6} {'KL':>8}"]
+             f"{'age':>4} {'σ²_eff(τ)':<26}{'s(τ)':<24}{'V(τ)':<24}{'clip':>6} {'cut':>6} {'r':>6} {'KL':>8}"]
     for a in e["ages"]:
         lines.append(f"{a['age']:>4} {_span(a['sigma2_eff']):<26}{_span(a['retention']):<24}{_span(a['variance']):<24}"
-                     f"{_fmt(a.get('clip_active_share'), '.3f'):>6} {_fmt(a.get('ratio_mean'), '.3f'):>6} "
+                     f"{_fmt(a.get('clip_active_share'), '.3f'):>6} {_fmt(a.get('clip_removed_share'), '.3f'):>6} "
+                     f"{_fmt(a.get('ratio_mean'), '.3f'):>6} "
                      f"{_fmt(a.get('kl_mean'), '.2g'):>8}")
     lines += [f"𝒱(N) N={p['capacity']:.0f}: {_span(p['value'])}, per unit of signal {_span(p['per_signal'])}"
               for p in e["batch_variance"]]

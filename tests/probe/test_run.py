@@ -29,7 +29,8 @@ def test_probe_writes_its_files_with_finite_constants(warm_model, tiny_cfg, tmp_
     assert [s["age"] for s in data["sigma2"]] == list(range(5))
     assert all(s["value"] > 0 for s in data["sigma2"])
     eff = data["effective"]
-    assert [a["age"] for a in eff["ages"]] == list(range(5)) and "clip_active_share" in eff["ages"][1]
+    assert [a["age"] for a in eff["ages"]] == list(range(5))
+    assert all(k in eff["ages"][1] for k in ("clip_active_share", "clip_removed_share", "ratio_mean", "kl_mean"))
     assert {"never_sampled", "sampled"} <= set(eff["by_use"]) and eff["grad_norm2"]["value"] is not None
     rec = data["recommendation"]
     assert rec["at_config_split"]["capacity"] >= 32
