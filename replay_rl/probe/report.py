@@ -199,7 +199,7 @@ def table(result: dict) -> str:
         lines.append(f"settings: none ({result['status']['status']}); the theorem's arithmetic is in probe.json")
     lines += effective_lines(result)
     if rec["paste"] is None:
-        lines.append(f"paste: none ({result['status']['status']}: the settings above are not a recommendation)")
+        lines.append(f"paste: none (status {result['status']['status']}: no recommendation to paste)")
     else:
         lines.append(f"paste: {rec['paste']}" + ("" if rec["paste_valid"] is True else f"  ({rec['paste_valid']})"))
     lines.append("lr: " + rec["lr_rule"].split(":")[0] + " (probe.json: lr_rule)")
