@@ -7,7 +7,9 @@ clusters the prompt groups. The fresh set's clusters (age 0) are split into halv
                 (E g_τ = s(τ)∇F + a part ⟂ ∇F); s(0) = 1. Buffer rollouts are independent of the fresh set.
     V(τ)      = Σ_p n_pτ V_pτ / Σ_p n_pτ, V_pτ = ½ mean ‖g_i − g_j‖² over pairs of age-τ rollouts at p from
                 different groups: the per-rollout variance around the age's own mean at p, unbiased without
-                estimating that mean (same-group pairs, correlated, are left out)
+                estimating that mean (same-group pairs, correlated, are left out). A cell of one group (R ≈ G
+                rollouts a step) takes its same-group pairs over 1 − ρ_w, the share of V they see on the fresh set
+                at p: it assumes the within-group correlation ρ_w does not change with age
     σ²_eff(τ) = V(τ) / s(τ)²: flat when gradients shrink with age at constant noise per unit of signal
     σ̄²_eff(x) = mean_{h ≤ x} iso(h), iso the isotonic (non-decreasing, weighted by rollouts) fit of σ²_eff(1..H)
     α         = ½ slope of log iso(τ) on log τ: a local summary for the terminal, not what is planned with
@@ -107,6 +109,12 @@ def _sums(w: np.ndarray, c, k: np.ndarray, rows: np.ndarray) -> tuple[np.ndarray
     return n, n * (wt @ c.q[rows]) - tot - same, pairs
 
 
+def _within(w: np.ndarray, c, k: np.ndarray, rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(½ Σ ‖g_i − g_j‖² over ordered same-group pairs, their count) per draw over the cells `rows`."""
+    m = c.m[rows]
+    return w[:, rows] @ (m * c.q[rows] - k[rows, rows]), w[:, rows] @ (m * (m - 1))
+
+
 def _pool_sums(w: np.ndarray, c, k: np.ndarray, rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """(n, ‖Σ g‖²) over the cells `rows`, where the pairs between bootstrap copies of one cluster count at the mean
     inner product of distinct clusters: copies are not the independent clusters they stand for, and counting them
@@ -134,14 +142,18 @@ def _statistics(c, k: np.ndarray, w: np.ndarray, half: np.ndarray, ages: np.ndar
         ma, mb = w[:, fa] @ c.m[fa], w[:, fb] @ c.m[fb]
         norm2 = _quad(w[:, fa], k[np.ix_(fa, fb)], w[:, fb]) / (ma * mb)
         norms.append(norm2)
+        _, vf, pf = _sums(w, c, k, f)
+        same_share = np.divide(*_within(w, c, k, f)) / (vf / pf)  # 1 − ρ_w: what same-group pairs see of V
         for i, age in enumerate(ages):
             rows = np.flatnonzero(at & (c.age == age))
             if not len(rows):
                 continue
             n, vp, pairs = _sums(w, c, k, rows)
+            within, within_pairs = _within(w, c, k, rows)
+            cell = np.where(pairs > 0, vp / pairs, within / within_pairs / same_share)
             n_age[:, i] += n
-            v_num[:, i] += np.where(pairs > 0, vp / np.maximum(pairs, 1e-300) * n, 0)  # weighted by rollouts
-            v_den[:, i] += np.where(pairs > 0, n, 0)
+            v_num[:, i] += np.where(np.isfinite(cell), cell * n, 0)  # weighted by rollouts
+            v_den[:, i] += np.where(np.isfinite(cell), n, 0)
             if age > 0:
                 sig_num[:, i] += _quad(w[:, rows], k[np.ix_(rows, f)], w[:, f]) / (ma + mb)
                 sig_den[:, i] += n * norm2

@@ -106,7 +106,7 @@ def test_coverage_and_flags_over_simulated_draws():
     """40 simulated data sets with growth (α = 0.2), shrinkage and a cohort trend: the 95% intervals on σ²_eff(τ)
     and s(τ) cover the truth at ≥ 90% (per age, pooled), on ‖∇F‖² and 𝒱(N_h) at ≥ 85%; 𝒱's truth from batches of
     B drawn as the learner draws them, with ∇F known. The status is ok in ≥ 90% of them; 20 flat ones (α = 0,
-    same shrinkage) say ok at most twice. Seen at writing: 0.947, 0.963, 0.95, 0.879; ok 1.0."""
+    same shrinkage) say ok at most twice. Seen at writing: 0.933, 0.963, 0.95, 0.879; ok 40 of 40, flat ok 1 of 20."""
     hits = {"s2_eff": [], "s": [], "norm2": [], "bv": []}
     flags = []
     rng = np.random.default_rng(0)
@@ -135,7 +135,7 @@ def test_coverage_and_flags_over_simulated_draws():
     assert flags.count("ok") >= 0.9 * len(flags), flags
     flat = [status(effective(real_regime(alpha=0.0, shrink=0.05, seed=200 + s).sk, B, draws=60, seed=s)).status
             for s in range(20)]
-    assert flat.count("ok") <= 2 and flat.count("premise_failed") >= 8, flat  # seen: ok 2, premise_failed 10
+    assert flat.count("ok") <= 2 and flat.count("premise_failed") >= 8, flat  # seen: ok 1, premise_failed 10
 
 
 def test_use_strata_and_mechanism_shares_per_age():
@@ -175,3 +175,15 @@ def test_the_plan_from_batch_variance_takes_the_largest_n_not_clearly_worse():
     m = measured_capacity(replace(eff, batch_variance_eff=x))
     assert m["capacity"] == eff.pool_capacity[1] and m["largest_not_worse"] == eff.pool_capacity[5]
     assert m["measured_up_to"] == eff.pool_capacity[-1]
+
+
+def test_one_group_per_age_and_point_as_in_the_probe_still_covers():
+    """R ≈ G rollouts a step puts one group in each (point, age) cell: V comes from same-group pairs over the fresh
+    set's 1 − ρ_w. 20 simulated data sets: σ²_eff's intervals cover at ≥ 80% (seen 0.85), and the status is ok."""
+    hits, flags = [], []
+    for seed in range(20):
+        case = real_regime(alpha=0.2, shrink=0.05, groups_per_age=1, seed=300 + seed)
+        eff = effective(case.sk, B, draws=80, seed=seed)
+        hits += [s.lo <= case.truth_s2_eff[int(a)] <= s.hi for a, s in zip(eff.ages, eff.sigma2_eff)]
+        flags.append(status(eff).status)
+    assert np.mean(hits) >= 0.8 and flags.count("ok") >= 18, (np.mean(hits), flags)
