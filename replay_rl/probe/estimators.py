@@ -54,6 +54,8 @@ class Sketches:
     uses: np.ndarray | None = None
     # name → (n,) float per-rollout mechanism columns at θ_t (effective.MECHANISM); None: not measured
     columns: dict[str, np.ndarray] | None = None
+    # (n,) int: the rollout's id, the same at every probe point that measures it (pairs them); None: not kept
+    rollout: np.ndarray | None = None
 
     def __post_init__(self) -> None:
         n = len(self.g)
@@ -65,8 +67,9 @@ class Sketches:
     def subset(self, keep: np.ndarray) -> Sketches:
         """The rows in the boolean mask `keep` (drift and capacity kept)."""
         cols = None if self.columns is None else {k: v[keep] for k, v in self.columns.items()}
-        return Sketches(self.g[keep], self.age[keep], self.cluster[keep], self.probe[keep], self.capacity,
-                        self.drift, None if self.uses is None else self.uses[keep], cols)
+        return Sketches(self.g[keep], self.age[keep], self.cluster[keep], self.probe[keep], self.capacity, self.drift,
+                        None if self.uses is None else self.uses[keep], cols,
+                        None if self.rollout is None else self.rollout[keep])
 
 
 @dataclass(frozen=True)

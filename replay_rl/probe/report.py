@@ -10,6 +10,7 @@ import numpy as np
 
 from replay_rl.probe.effective import MECHANISM, Effective, measured_capacity
 from replay_rl.probe.estimators import Estimates
+from replay_rl.probe.paired import paired_retention
 
 RHO_ESTIMATOR = ("ρ = N·Σ_d n_d·d·c(d) / Σ_d n_d·d², least squares through 0 of c(d) on d/N (Assumption 4.3: "
                  "corr(ε_i, ε_j) ≤ ρ|t_i − t_j|/N); c(d) the pooled uncentred correlation of the errors of buffer "
@@ -75,6 +76,8 @@ def effective_lines(result: dict) -> list[str]:
                      f"{_fmt(a.get('kl_mean'), '.2g'):>8}")
     lines += [f"𝒱(N) N={p['capacity']:.0f}: {_span(p['value'])}, per unit of signal {_span(p['per_signal'])}"
               for p in e["batch_variance"]]
+    lines += [f"paired τ {p['ages'][0]}→{p['ages'][1]}: Δs {_span(p['change'])} over the same {p['rollouts']} rollouts"
+              for p in result.get("paired_retention", [])]
     if (m := e["measured_capacity"]) is not None:
         lines.append(f"𝒱 per unit of signal least at N={m['capacity']:.0f}; largest N not clearly worse "
                      f"{m['largest_not_worse']:.0f} (measured up to {m['measured_up_to']:.0f}, at this split)")
@@ -116,6 +119,7 @@ def assemble(est: Estimates, data, rec: dict, header: dict, eff: Effective | Non
         **header,
         "status": status.as_dict(),
         "effective": effective_json(eff, strata),
+        "paired_retention": paired_retention(data.sketches),
         "mu": data.mu,
         "alpha": {**est.alpha.as_dict(), "log_scale": est.log_scale,
                   "fit": "log σ²(τ) = log_scale + 2α·log τ, least squares over ages 1..H"},

@@ -148,7 +148,8 @@ class _Loop:
         return {"g": g, "age": np.array([t - r.policy_version for r in rollouts]),
                 "cluster": np.array([r.group_id for r in rollouts]), "probe": np.full(len(rollouts), point),
                 "capacity": len(rollouts) - len(fresh), "drift": drift, "columns": cols,
-                "uses": np.array([self.uses.get(id(r), 0) for r in rollouts])}
+                "uses": np.array([self.uses.get(id(r), 0) for r in rollouts]),
+                "rollout": np.array([id(r) for r in rollouts])}  # pairs a rollout's measurements (paired.py)
 
 
 def _split_and_mu(cfg: RunConfig) -> tuple[tuple[int, int], float | None]:
@@ -224,11 +225,10 @@ def run_probe(cfg: RunConfig, settings: ProbeSettings, model_path: str, log=prin
     if not parts:
         raise ProbeTimeout(f"probe: no probe point finished within --time-limit {settings.time_limit_s:g} s (the first "
                            f"is at step {probe_steps[0]}); raise --time-limit or lower --horizon")
-    sk = Sketches(np.concatenate([p["g"] for p in parts]), np.concatenate([p["age"] for p in parts]),
-                  np.concatenate([p["cluster"] for p in parts]), np.concatenate([p["probe"] for p in parts]),
-                  float(np.mean([p["capacity"] for p in parts])), np.array([p["drift"] for p in parts]),
-                  np.concatenate([p["uses"] for p in parts]),
-                  {k: np.concatenate([p["columns"][k] for p in parts]) for k in parts[0]["columns"]})
+    cat = lambda key: np.concatenate([p[key] for p in parts])  # noqa: E731
+    sk = Sketches(cat("g"), cat("age"), cat("cluster"), cat("probe"), float(np.mean([p["capacity"] for p in parts])),
+                  np.array([p["drift"] for p in parts]), cat("uses"),
+                  {k: np.concatenate([p["columns"][k] for p in parts]) for k in parts[0]["columns"]}, cat("rollout"))
     measured = loop.timing.mu()
     lo, hi = loop.timing.mu_interval(settings.bootstrap, loop.rng)
     mu_info = ({"value": mu, "lo": mu, "hi": mu, "source": "emulated, from config (cluster.emulate.mu)"}

@@ -31,6 +31,8 @@ def test_probe_writes_its_files_with_finite_constants(warm_model, tiny_cfg, tmp_
     eff = data["effective"]
     assert [a["age"] for a in eff["ages"]] == list(range(5))
     assert all(k in eff["ages"][1] for k in ("clip_active_share", "clip_removed_share", "ratio_mean", "kl_mean"))
+    # points 2 steps apart; none where a point's ‖∇F‖² reads ≤ 0 (the tiny model's groups often share one reward)
+    assert {b - a for a, b in (x["ages"] for x in data["paired_retention"])} <= {2}
     assert {"never_sampled", "sampled"} <= set(eff["by_use"]) and eff["grad_norm2"]["value"] is not None
     rec = data["recommendation"]
     assert rec["at_config_split"]["capacity"] >= 32
