@@ -178,7 +178,7 @@ class Roles:
             why = (f"run.max_shard_restarts={allowed} restarts are used up" if self.cfg.replay.snapshot_every_steps
                    else "has no live snapshot to restart from (replay.snapshot_every_steps)")
             raise self.died(f"replay shard {i} {cause} and {why}")
-        ray.kill(self.replay.shards[i], no_restart=False)
+        self.replay.kill(i)
         deadlines.credit_restart(self, i)  # after the kill: no call whose rollouts it lost is missed
         print(f"replay shard {i} {cause}: killed, restarts from its live snapshot (restart {used + 1} of {allowed})",
               file=sys.stderr, flush=True)

@@ -102,3 +102,24 @@ def test_a_shard_says_whether_its_rank_took_its_batch_or_has_not_asked(tmp_path)
         assert shard.blocked_reason(4, 0) == SERVED == shard.blocked_reason(4, 1)
 
     asyncio.run(scenario())
+
+
+def test_a_shard_dead_for_good_runs_out_of_its_restarts(monkeypatch):
+    # a shard Ray will not restart answers no stats, so the restarts its stats report stop short: the driver's
+    # own kills count too, or each stall would "restart" it again, for ever
+    from replay_rl.failures import RunFailed
+    from replay_rl.replay.client import ReplayClient
+    from replay_rl.roles import Roles
+
+    class NoCluster(Roles):
+        def died(self, death, role=""):
+            return RunFailed(death, death)
+
+    monkeypatch.setattr("replay_rl.replay.client.ray.kill", lambda actor, no_restart: None)
+    monkeypatch.setattr("replay_rl.deadlines.credit_restart", lambda roles, i: None)
+    roles = NoCluster(RunConfig.load(None, ["run.max_shard_restarts=2"]), ReplayClient([None]), None, None, None, [],
+                      None, "")
+    roles.recover_shard(0, "died")
+    roles.recover_shard(0, "died")
+    with pytest.raises(RunFailed, match="replay shard 0 died and run.max_shard_restarts=2 restarts are used up"):
+        roles.recover_shard(0, "died")

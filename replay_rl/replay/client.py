@@ -38,6 +38,7 @@ class ReplayClient:
         # the driver's view of each shard, to count what a restart lost: inserts last seen, restarts seen
         self._seen = [(0, 0)] * len(shards)
         self._lost = 0
+        self._kills = [0] * len(shards)  # the driver's own restarts of each shard (kill)
 
     def insert(self, batch: RolloutBatch, owner: np.ndarray | None = None, call: int | None = None) -> None:
         """Queue `batch` for insertion; blocks only when max_in_flight inserts are outstanding (backpressure).
@@ -82,7 +83,14 @@ class ReplayClient:
         return merged
 
     def restarts_seen(self, shard_id: int) -> int:
-        return self._seen[shard_id][1]
+        """Restarts of the shard so far: those its stats reported, or the driver's own kills where more (a shard
+        dead for good answers no stats, and its recovery must still run out of run.max_shard_restarts)."""
+        return max(self._seen[shard_id][1], self._kills[shard_id])
+
+    def kill(self, shard_id: int) -> None:
+        """Kill a hung or dead shard for Ray to restart in place (it restores its live snapshot)."""
+        ray.kill(self.shards[shard_id], no_restart=False)
+        self._kills[shard_id] += 1
 
     def snapshot(self, root: str | Path) -> list[str]:
         return ray.get([s.snapshot.remote(str(shard_dir(root, i))) for i, s in enumerate(self.shards)])
