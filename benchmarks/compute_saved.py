@@ -141,8 +141,11 @@ def study_task(task: str, preset: dict, specs: list, base: list[str], out: Path,
         for name, seed, cfg in specs:
             done_before, short_of = finished(cfg), extending(cfg)
             if report_only and not done_before:
-                run = kept.get((name, cfg.learner.lr), []).pop(0) if kept.get((name, cfg.learner.lr)) else None
-                if run is not None:  # the committed runs (results.json) stand in for run folders not here
+                # the committed runs (results.json) stand in for run folders not here, each at its own budget
+                same = [r for r in kept.get((name, cfg.learner.lr), []) if r["steps"][-1] == cfg.run.steps]
+                run = same[0] if same else None
+                if run is not None:
+                    kept[(name, cfg.learner.lr)].remove(run)
                     results.setdefault(name, []).append(run)
                     progress["i"] += 1
                 continue
@@ -170,7 +173,8 @@ def study_task(task: str, preset: dict, specs: list, base: list[str], out: Path,
     longer = extension_specs(preset, specs, results) if BASELINE in results else []
     progress["n"] += len(longer)
     progress["left"] += sum(not finished(cfg) for *_, cfg in longer)
-    for name, runs in run_all(longer).items():  # the extended runs replace their shorter selves
+    extended = run_all(longer)
+    for name, runs in extended.items():  # the extended runs replace their shorter selves
         lrs = {r["lr"] for r in runs}
         results[name] = [r for r in results[name] if r["lr"] not in lrs] + runs
     check_one_model(results)
@@ -192,7 +196,7 @@ def study_task(task: str, preset: dict, specs: list, base: list[str], out: Path,
               "reach": "compute to first reach 98% of the baseline frontier's best, and each accuracy target "
                        "(smoothed seeds, LR chosen on held-out seeds, jackknife-t interval: replay_rl/study.py)",
               "warm_model_sha256": sums[0] if sums else None,
-              "extended": {n: sorted({cfg.learner.lr for m, _, cfg in longer if m == n}) for n, _, _ in longer},
+              "extended": {name: sorted({r["lr"] for r in runs}) for name, runs in extended.items()},
               "headline": headline, "pooled_buffer_frontier": pooled, "table": table, "fidelity": rows, "n_grid": grid,
               "plots": plots}
     (out / "results.json").write_text(strict_json(report | {"curves": curves, "headline_curves": headline_curves,

@@ -174,6 +174,8 @@ def run_trial(trial: Trial, out: Path, overrides: list[str], runtime) -> Outcome
         hold_then_continue(stopped, proc)
         rc = finish(proc)
     finally:
+        if proc.poll() is None:  # a trial cut short (an error, pytest's timeout) leaves no run behind on 2 cores
+            proc.terminate()
         for p in stopped:  # a trial that raised leaves nothing stopped
             with contextlib.suppress(psutil.Error):
                 p.send_signal(signal.SIGCONT)

@@ -90,8 +90,8 @@ def plot_all(results: dict[str, list[dict]], table: dict, curves: dict, headline
                 label=f"headline buffer frontier ({', '.join(headline['rows'])})")
         ax.axhline(headline["threshold"], color="grey", ls=":",
                    label=f"98% of the baseline frontier's best ({headline['threshold']:.3f})")
-    ax.set(xlabel=f"compute (trainer-step equivalents, μ={PAPER_MU})", ylabel="held-out greedy pass@1, best so far "
-           "(median over seeds)", title="accuracy vs compute: frontiers over learning rates")
+    ax.set(xlabel=f"compute (trainer-step equivalents, μ={PAPER_MU})", ylabel="held-out greedy pass@1 (seeds smoothed, "
+           "LR chosen on held-out seeds)", title="accuracy vs compute: frontiers over learning rates")
     ax.legend(fontsize=7)
     save(fig, "accuracy_vs_compute.png")
 

@@ -123,8 +123,9 @@ Pick = Literal["frontier", "own_best"]
 
 def budget_grid(sides: list[Side]) -> np.ndarray:
     """0, then every eval compute of the sides' curves up to the last budget at which each side still has a label
-    (a study extends its best LRs: past the other labels' end a side's frontier is over the extended ones only)."""
-    top = min(max(float(c.compute[-1]) for curves in s.values() for c in curves) for s in sides)
+    with every seed defined (a study extends its best LRs: past the other labels' end a side's frontier is over the
+    extended ones only; seeds of one label may end an eval apart, 3144 against 3145)."""
+    top = min(max(min(float(c.compute[-1]) for c in curves) for curves in s.values()) for s in sides)
     grid = np.unique(np.concatenate([[0.0], *[c.compute for s in sides for curves in s.values() for c in curves]]))
     return grid[grid <= top]
 

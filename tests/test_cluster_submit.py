@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pytest
 
+from replay_rl.config.model import ModelConfig
 from replay_rl.metrics import read_metrics
 
 ROOT = Path(__file__).parents[1]
@@ -86,7 +87,8 @@ def test_the_readme_stock_ray_job_submit_line_works_as_written(head, warm_model,
     workdir = tmp_path / "checkout"
     subprocess.run(["git", "clone", "-q", str(ROOT), str(workdir)], check=True)
     (workdir / "runs" / "models").mkdir(parents=True)
-    (workdir / "runs" / "models" / "arith2-warm").symlink_to(Path(warm_model[0]).resolve())
+    # the README's line names the default model folder: the session's warm model (same settings) stands in for it
+    (workdir / ModelConfig().path).symlink_to(Path(warm_model[0]).resolve())
     env = {k: v for k, v in os.environ.items() if k not in ("RAY_AUTH_MODE", "RAY_AUTH_TOKEN", "RAY_ADDRESS")}
     env["PATH"] = PATH
     # placed as a GPU cluster keeps inference and training apart: by the nodes' custom resources
