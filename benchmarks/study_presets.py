@@ -65,7 +65,8 @@ COUNTDOWN_FRONTIER = {"configs": {"replay_53_N10B": replay(5, 3, n="10B", lrs=(2
 # extended to 3x that budget ("extend"), resumed from their final checkpoints
 MEASURE = {"steps": 500, "eval_every": 25, "seeds": 3, "extend": 3, "extend_best": 2, "sensitivity": {},
            "sensitivity_seeds": 0, "set": ["run.eval_k=16"], "lrs": (1e-4, 1.5e-4, 3e-4),
-           "configs": {"replay_53_N10B": replay(5, 3, n="10B", lrs=(2.5e-5, 5e-5, 1e-4))},
+           # 2e-4 added after part 1 found replay's best at 1e-4, its grid's top then
+           "configs": {"replay_53_N10B": replay(5, 3, n="10B", lrs=(2.5e-5, 5e-5, 1e-4, 2e-4))},
            "tasks": {"arithmetic": {},
                      "countdown": {"lrs": (2.5e-5, 5e-5, 1e-4),
                                    "configs": {"replay_53_N10B": replay(5, 3, n="10B", lrs=(1.25e-5, 2.5e-5, 5e-5))}}}}
