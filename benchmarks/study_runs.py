@@ -18,7 +18,9 @@ from replay_rl.warmstart import model_checksum
 def load_run(cfg: RunConfig) -> dict:
     """What the study keeps of one finished run: its eval curve with counts, per-step learner stats, histograms."""
     out = Path(cfg.run.output_dir)
-    evals, trains = read_metrics(out / "metrics.jsonl", "eval"), read_metrics(out / "metrics.jsonl", "train")
+    # read up to the spec's budget: a run being extended already holds rows past it
+    evals, trains = ([r for r in read_metrics(out / "metrics.jsonl", kind) if r["step"] <= cfg.run.steps]
+                     for kind in ("eval", "train"))
     hist = json.loads((out / "replay_stats.json").read_text())
     k = cfg.run.eval_k
     col = lambda rows, key: [r[key] for r in rows]  # noqa: E731
