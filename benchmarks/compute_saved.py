@@ -25,7 +25,6 @@ import sys
 import time
 from pathlib import Path
 
-
 from replay_rl.config import RunConfig
 from replay_rl.theory import plan
 from study_markdown import markdown, tasks_markdown
@@ -105,18 +104,6 @@ def run_specs(preset: dict, base: list[str], out: Path, config: str | None = Non
     return specs
 
 
-
-
-
-
-
-
-
-
-
-
-
-
 def task_presets(preset: dict, tasks: list[str] | None) -> dict[str, dict]:
     """The preset as each task runs it: its "tasks" entry's keys replace the preset's (no entry: arithmetic only).
     `tasks` picks some of them; a task the preset does not name is an error (its grids were set for another)."""
@@ -177,7 +164,7 @@ def study_task(task: str, preset: dict, specs: list, base: list[str], out: Path,
     for name, runs in extended.items():  # the extended runs replace their shorter selves
         lrs = {r["lr"] for r in runs}
         results[name] = [r for r in results[name] if r["lr"] not in lrs] + runs
-    check_one_model(results)
+    model = check_one_model(results)
     if BASELINE not in results:  # a stopped study that had not reached this task
         print(f"{task}: no finished baseline run, nothing to summarise", file=sys.stderr, flush=True)
         return {}
@@ -191,11 +178,10 @@ def study_task(task: str, preset: dict, specs: list, base: list[str], out: Path,
     rows, grid = fidelity(table, headline), n_grid(results)
     out.mkdir(parents=True, exist_ok=True)
     plots = plot_all(results, table, curves, headline, headline_curves, out)
-    sums = sorted({r.get("model_sha256") for rs in results.values() for r in rs} - {None})
     report = {"benchmark": "compute_saved", "task": task, "compute_axis": "(K_train + mu*K_inf)/B",
               "reach": "compute to first reach 98% of the baseline frontier's best, and each accuracy target "
                        "(smoothed seeds, LR chosen on held-out seeds, jackknife-t interval: replay_rl/study.py)",
-              "warm_model_sha256": sums[0] if sums else None,
+              "warm_model_sha256": model,
               "extended": {name: sorted({r["lr"] for r in runs}) for name, runs in extended.items()},
               "headline": headline, "pooled_buffer_frontier": pooled, "table": table, "fidelity": rows, "n_grid": grid,
               "plots": plots}

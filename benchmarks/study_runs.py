@@ -35,7 +35,8 @@ def load_run(cfg: RunConfig) -> dict:
             "entropy": col(trains, "batch/entropy"), "reward": col(trains, "batch/reward_mean"),
             "pass_at_k": {key.removeprefix("eval/pass@"): col(evals, key) for key in evals[-1]
                           if key.startswith("eval/pass@") and key.removeprefix("eval/pass@").isdigit()},
-            "model_sha256": model_checksum(cfg.model.path), "seed": cfg.run.seed, "overlap_prev": [r.get("buffer/overlap_prev") for r in trains], "age_mean": col(trains, "batch/age_mean"),
+            "model_sha256": model_checksum(cfg.model.path), "seed": cfg.run.seed,
+            "overlap_prev": [r.get("buffer/overlap_prev") for r in trains], "age_mean": col(trains, "batch/age_mean"),
             "clip_fraction": col(trains, "batch/clip_fraction"), "ratio_mean": col(trains, "batch/ratio_mean"),
             "replay_ratio": hist["replay_ratio"], "age_hist": hist["age_hist"], "reuse_hist": hist["reuse_hist"],
             "since_last_use_hist": hist["since_last_use_hist"], "wall_s": trains[-1]["ledger/wall_s"]}
@@ -54,13 +55,15 @@ def committed_runs(out: Path) -> dict[tuple[str, float], list[dict]]:
     return kept
 
 
-def check_one_model(results: dict[str, list[dict]]) -> None:
-    """A study compares runs from one warm-started model: refuse to mix models (a rebuilt or re-tuned warm start
-    moves the step-0 accuracy and everything after it). Runs written before the checksum was kept carry none."""
+def check_one_model(results: dict[str, list[dict]]) -> str | None:
+    """The warm model's sha256 every run started from (None: runs written before the checksum was kept). A study
+    compares runs from one warm-started model: mixing models is refused (a rebuilt or re-tuned warm start moves the
+    step-0 accuracy and everything after it)."""
     sums = {r.get("model_sha256") for runs in results.values() for r in runs} - {None}
     if len(sums) > 1:
         raise SystemExit(f"the study's runs start from {len(sums)} different warm models ({', '.join(sorted(sums))}):"
                          " rerun the study in a new --out, or delete the runs of the old model")
+    return next(iter(sums), None)
 
 
 def finished(cfg: RunConfig) -> bool:

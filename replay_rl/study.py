@@ -172,8 +172,8 @@ def compare(base: Side, cfg: Side, frac: float = 0.98, level: float = 0.9, pick:
     cfg_labels (the label chosen on all seeds at each budget); base_best, threshold (frac × base_best), reach_base,
     reach_cfg (inf when not reached), saved_pct (None when censored or undefined), saved_pct_ci (jackknife-t at
     `level`, a bound None where a replicate is censored), censored_fraction (share of the point and its jackknife
-    replicates where cfg did not reach), budgets_ahead_fraction and max_lead (cfg against base after compute 0, both running maxes), and
-    `targets`: the same reach and saving for each absolute accuracy target. `smoother`: the per-seed step (only
+    replicates where cfg did not reach), budgets_ahead_fraction and max_lead (cfg against base after compute 0,
+    both running maxes), and `targets`: the same reach and saving for each absolute accuracy target. `smoother`: the per-seed step (only
     benchmarks/estimator_choice.py changes it, to compare the candidates).
     """
     grid = budget_grid([base, cfg])
@@ -193,12 +193,13 @@ def compare(base: Side, cfg: Side, frac: float = 0.98, level: float = 0.9, pick:
     vb, vc, lb, lc, best, thresholds, reach = savings(seeds[0], seeds[1])
     points = [saved(rb, rc) for rb, rc in reach]
     drop = lambda keep, j: [k for k in keep if k != j]  # noqa: E731
-    jack = ([[saved(*r) for r in savings(drop(seeds[0], j), seeds[1])[6]] for j in seeds[0] if len(seeds[0]) > 1],
-            [[saved(*r) for r in savings(seeds[0], drop(seeds[1], j))[6]] for j in seeds[1] if len(seeds[1]) > 1])
+    # each replicate's reaches (savings' last item), leaving out one seed of one side
+    jack = ([[saved(*r) for r in savings(drop(seeds[0], j), seeds[1])[-1]] for j in seeds[0] if len(seeds[0]) > 1],
+            [[saved(*r) for r in savings(seeds[0], drop(seeds[1], j))[-1]] for j in seeds[1] if len(seeds[1]) > 1])
     reps = [[np.array([r[i] for r in side], float) for side in jack] for i in range(len(goals))]
     rows = [{"threshold": t, "reach_base": rb, "reach_cfg": rc, "saved_pct": _pct(p),
              "saved_pct_ci": [_pct(b) for b in jackknife_interval(p, r, level)],
-             "censored_fraction": float(np.mean(np.concatenate([[saved(rb, rc)], *r]) == -np.inf))}
+             "censored_fraction": float(np.mean(np.concatenate([[p], *r]) == -np.inf))}
             for t, (rb, rc), p, r in zip(thresholds, reach, points, reps)]
     mb, mc = np.fmax.accumulate(vb)[1:], np.fmax.accumulate(vc)[1:]
     lead = mc - mb
