@@ -26,7 +26,7 @@ import time
 from pathlib import Path
 
 from replay_rl.config import RunConfig
-from replay_rl.theory import plan
+from replay_rl.analysis.theory import plan
 from study_markdown import markdown, tasks_markdown
 from study_presets import PRESETS, STUDY_BASE
 from study_runs import check_one_model, committed_runs, extending, extension_specs, finished, load_run
@@ -118,7 +118,7 @@ def study_task(task: str, preset: dict, specs: list, base: list[str], out: Path,
                progress: dict) -> dict:
     """Run one task's unfinished runs (all of them are kept, so that a stopped study resumes) and write its
     results.json, summary.md and PNGs into `out`. Returns its report."""
-    from replay_rl.trainer import train
+    from replay_rl.driver.trainer import train
     from study_plots import plot_all  # benchmarks/ is on sys.path when run as a script
 
     kept = committed_runs(out) if report_only else {}
@@ -223,8 +223,8 @@ def main() -> None:
         base = [*STUDY_BASE, *preset["set"], *args.set]
         plans[task] = (preset, base, run_specs(preset, base, out / task, TASKS[task]))
 
-    from replay_rl.trainer import connect
-    from replay_rl.warmstart import ensure_model
+    from replay_rl.driver.trainer import connect
+    from replay_rl.evaluation.warmstart import ensure_model
 
     t0 = time.perf_counter()
     all_specs = [s for _, _, specs in plans.values() for s in specs]

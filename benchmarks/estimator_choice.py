@@ -1,5 +1,5 @@
 """Which compute-saved estimator to trust: every candidate on the same simulated studies with a known truth
-(replay_rl/study_sim.py: the committed arithmetic baseline's shape, its eval grid, 3 seeds a side), at the noise
+(replay_rl/analysis/study_sim.py: the committed arithmetic baseline's shape, its eval grid, 3 seeds a side), at the noise
 levels of the committed study's best LRs (baseline 0.024, replay 0.012), the reverse, and equal noise; identical true
 curves and a true 15% saving. The checks are tests/test_study_estimator.py's: median within ±3 points of the truth
 (12-18 for 15%), and a 90% interval covering 0 in ≥ 85% of studies.
@@ -7,7 +7,7 @@ curves and a true 15% saving. The checks are tests/test_study_estimator.py's: me
     python benchmarks/estimator_choice.py [--studies 500]   # ~2 min here; writes benchmarks/results/estimator_choice/
 
 Candidates, each per seed before the mean over seeds, the held-out LR choice and the jackknife-t interval of
-replay_rl/study.py: the raw running max, isotonic regression, 3- and 5-eval moving averages (then the running max).
+replay_rl/analysis/study.py: the raw running max, isotonic regression, 3- and 5-eval moving averages (then the running max).
 "committed" is the estimator the frontier study used until then: running max per seed, median over seeds, and a
 percentile bootstrap over seeds.
 """
@@ -20,8 +20,8 @@ from pathlib import Path
 
 import numpy as np
 
-from replay_rl.study import compare, first_reach, saved, smooth
-from replay_rl.study_sim import simulate
+from replay_rl.analysis.study import compare, first_reach, saved, smooth
+from replay_rl.analysis.study_sim import simulate
 
 ROOT = Path(__file__).resolve().parents[1]
 

@@ -164,7 +164,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--out", type=Path, default=ROOT / "benchmarks" / "results" / "fault_soak")
     args = ap.parse_args(argv)
     from replay_rl.config import RunConfig
-    from replay_rl.warmstart import ensure_model
+    from replay_rl.evaluation.warmstart import ensure_model
 
     os.chdir(ROOT)  # the default config's model.path is relative to the checkout
     model = str(ensure_model(RunConfig.load(None, [])).resolve())  # built once here rather than in trial 0

@@ -19,7 +19,7 @@ import psutil  # Ray's own dependency
 from replay_rl.config import RunConfig
 from replay_rl.metrics import read_metrics
 from replay_rl.replay.budget_check import k_inf_past_budget
-from replay_rl.run_folder import read_run_id
+from replay_rl.driver.run_folder import read_run_id
 
 # Ray titles an actor's worker `ray::<Class>`, and `ray::<Class>.<method>` while it runs a call
 ROLES = {"generator": "GeneratorImpl", "replay shard": "ReplayShardActor", "learner rank": "LearnerRankImpl",

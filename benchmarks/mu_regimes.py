@@ -15,7 +15,7 @@ import time
 import torch
 
 from replay_rl.config import TinyModelSpec
-from replay_rl.models import init_tiny_model_folder, load_model
+from replay_rl.models.hf_folder import init_tiny_model_folder, load_model
 
 GROUP = 16
 

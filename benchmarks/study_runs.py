@@ -11,8 +11,8 @@ import numpy as np
 
 from replay_rl.config import RunConfig
 from replay_rl.metrics import read_metrics
-from replay_rl.study import smooth
-from replay_rl.warmstart import model_checksum
+from replay_rl.analysis.study import smooth
+from replay_rl.evaluation.warmstart import model_checksum
 
 
 def load_run(cfg: RunConfig) -> dict:

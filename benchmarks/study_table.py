@@ -16,7 +16,7 @@ import numpy as np
 
 from study_presets import PAPER_MU
 
-from replay_rl.study import Curve, compare, end_slope, hist_mean, hist_quantile, recharge
+from replay_rl.analysis.study import Curve, compare, end_slope, hist_mean, hist_quantile, recharge
 
 BASELINE = "baseline"
 CURVE_KEYS = ("grid", "base_curve", "cfg_curve", "base_labels", "cfg_labels")

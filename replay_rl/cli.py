@@ -41,7 +41,7 @@ def _load(config: Optional[Path], overrides: Optional[List[str]]):
 def init_model(out: Path = typer.Argument(..., help="folder to write the HF model into"),
                config: Optional[Path] = ConfigOpt, set_: Optional[List[str]] = SetOpt) -> None:
     """Write a random-init tiny model + offline tokenizer (model.tiny) as an HF folder."""
-    from replay_rl.models import init_tiny_model_folder, load_model, parameter_count
+    from replay_rl.models.hf_folder import init_tiny_model_folder, load_model, parameter_count
 
     cfg = _load(config, set_)
     init_tiny_model_folder(cfg.model.tiny, out)
@@ -53,7 +53,7 @@ def warmstart(src: Path = typer.Argument(..., help="HF model folder to start fro
               out: Path = typer.Argument(..., help="folder to write the warm-started model into"),
               config: Optional[Path] = ConfigOpt, set_: Optional[List[str]] = SetOpt) -> None:
     """Supervised warm start on task demonstrations for warmstart.steps; writes its manifest (warmstart.json)."""
-    from replay_rl.warmstart import warmstart as run
+    from replay_rl.evaluation.warmstart import warmstart as run
 
     cfg = _load(config, set_)
     typer.echo(json.dumps(run(cfg, src, out, log=lambda *_: None)))
@@ -65,12 +65,12 @@ def eval_(model: Optional[Path] = typer.Argument(None, help="HF model folder; de
           config: Optional[Path] = ConfigOpt, set_: Optional[List[str]] = SetOpt,
           k: Optional[int] = typer.Option(None, help="k of pass@k; default run.eval_k")) -> None:
     """pass@1 (greedy and sampled) and pass@k on the task's eval split."""
-    from replay_rl.evaluation import evaluate_for_run
+    from replay_rl.evaluation.passk import evaluate_for_run
     from replay_rl.generation.hf import HFBackend
-    from replay_rl.models import load_tokenizer
+    from replay_rl.models.hf_folder import load_tokenizer
     from replay_rl.tasks import make_task
 
-    from replay_rl.preflight import check_model_folder
+    from replay_rl.driver.preflight import check_model_folder
 
     cfg = _load(config, set_)
     trained = Path(cfg.run.output_dir) / "final_model"
@@ -90,9 +90,9 @@ def train(config: Optional[Path] = ConfigOpt, set_: Optional[List[str]] = SetOpt
     from rich.console import Console
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
-    from replay_rl.preflight import preflight
+    from replay_rl.driver.preflight import preflight
 
-    from replay_rl.run_folder import AlreadyFinished
+    from replay_rl.driver.run_folder import AlreadyFinished
 
     cfg = _load(config, set_)
     with _config_errors_exit_2():
@@ -101,7 +101,7 @@ def train(config: Optional[Path] = ConfigOpt, set_: Optional[List[str]] = SetOpt
         except AlreadyFinished as e:  # rerun as is (a requeued job, resume_from=auto): done, not an error
             typer.echo(str(e), err=True)
             raise typer.Exit(0) from None
-    from replay_rl.trainer import train as run  # Ray, torch and DeepSpeed: only once the inputs are known good
+    from replay_rl.driver.trainer import train as run  # Ray, torch and DeepSpeed: only once the inputs are known good
     shown: dict = {}
     # the bar on stderr: stdout carries only the closing summary
     # fits 80 columns at 100000 steps: 6 + 10 + 13 + 7 + 43
@@ -125,7 +125,7 @@ def train(config: Optional[Path] = ConfigOpt, set_: Optional[List[str]] = SetOpt
 
 def _exit_with_one_line(e: BaseException, cfg) -> None:
     from replay_rl.config import ConfigError
-    from replay_rl.trainer import describe_failure
+    from replay_rl.driver.trainer import describe_failure
 
     if isinstance(e, KeyboardInterrupt):  # run() has already stopped every actor and Ray in its finally
         typer.echo("stopped: actors and Ray shut down, metrics so far are in " + cfg.run.output_dir, err=True)
@@ -162,7 +162,7 @@ def report(runs: List[Path] = typer.Argument(..., help="run folders (run.output_
            out: Optional[Path] = typer.Option(None, help="where the PNGs go; default RUN/plots for one run, "
                                                           "runs/report for several")) -> None:
     """PNGs of one or more runs: accuracy, learner batches, buffer age and reuse, compute ledger and weight sync."""
-    from replay_rl.report import write_report
+    from replay_rl.analysis.report import write_report
 
     missing = [str(r) for r in runs if not (r / "metrics.jsonl").is_file()]
     if missing:
@@ -192,7 +192,7 @@ def plan(mu: float = typer.Option(..., help="measured μ = cost to generate a ba
     best N ≥ B at a given W/T."""
     from dataclasses import asdict
 
-    from replay_rl.theory import NoInteriorOptimum, plan as solve
+    from replay_rl.analysis.theory import NoInteriorOptimum, plan as solve
 
     try:
         result = solve(mu, alpha, rho, batch_size, None if w_t is None else parse_ratio(w_t), discrete)
@@ -232,7 +232,7 @@ def probe(config: Optional[Path] = ConfigOpt, set_: Optional[List[str]] = SetOpt
     writes probe.json and sigma2.png. Exit 3: not_resolved, 4: premise_failed (no paste line with either)."""
     from pydantic import ValidationError
 
-    from replay_rl.preflight import check_model, check_task
+    from replay_rl.driver.preflight import check_model, check_task
 
     cfg = _load(config, set_)
     with _config_errors_exit_2():

@@ -52,7 +52,7 @@ def tiny_cfg(tmp_path_factory):
 def init_model(tiny_cfg):
     from pathlib import Path
 
-    from replay_rl.models import init_tiny_model_folder
+    from replay_rl.models.hf_folder import init_tiny_model_folder
 
     return init_tiny_model_folder(tiny_cfg.model.tiny, Path(tiny_cfg.model.path).with_name("init"))
 
@@ -62,7 +62,7 @@ def warm_model(tiny_cfg, init_model):
     """(path, warm-start stats): the model RL starts from in every test that trains. Built once per session and
     outside per-test timeouts (timeout_func_only), so a loaded box slows it without failing the first test that
     needs it; its own bound is WARM_START_BOUND_S, after which the session exits with a traceback."""
-    from replay_rl.warmstart import warmstart
+    from replay_rl.evaluation.warmstart import warmstart
 
     bound_rest_of_session(WARM_START_BOUND_S)
     try:
@@ -75,7 +75,7 @@ def warm_model(tiny_cfg, init_model):
 @pytest.fixture(scope="session")
 def ray_cluster():
     ray = pytest.importorskip("ray")
-    from replay_rl.local_ray import init_local
+    from replay_rl.driver.local_ray import init_local
 
     init_local(num_cpus=2, include_dashboard=False, log_to_driver=False,
                runtime_env={"env_vars": {"HF_HUB_OFFLINE": "1", "HF_HUB_DISABLE_PROGRESS_BARS": "1"}})

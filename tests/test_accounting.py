@@ -5,7 +5,7 @@ import json
 
 import pytest
 
-from replay_rl.accounting import ComputeLedger
+from replay_rl.analysis.accounting import ComputeLedger
 
 
 def step(ledger, **kw):

@@ -10,11 +10,11 @@ import sys
 import pytest
 import torch
 
-from replay_rl import checkpoints
-from replay_rl.checkpoints import (MANIFEST, STATE_FILE, CheckpointRefused, checkpoint_dir, clean_stale, commit,
+from replay_rl.driver import checkpoints
+from replay_rl.driver.checkpoints import (MANIFEST, STATE_FILE, CheckpointRefused, checkpoint_dir, clean_stale, commit,
                                    staging_dir, verify)
 from replay_rl.config import ConfigError, RunConfig
-from replay_rl.run_folder import RUN_FILE, latest_own_checkpoint, start_run
+from replay_rl.driver.run_folder import RUN_FILE, latest_own_checkpoint, start_run
 
 
 class Planted:
@@ -86,7 +86,7 @@ def test_a_link_in_a_checkpoint_is_refused(tmp_path):
 def test_trust_adopts_a_checkpoint_written_before_manifests(tmp_path):
     ckpt = save(tmp_path, 2)
     (ckpt / MANIFEST).unlink()
-    proc = subprocess.run([sys.executable, "-m", "replay_rl.checkpoints", "trust", str(ckpt)], capture_output=True,
+    proc = subprocess.run([sys.executable, "-m", "replay_rl.driver.checkpoints", "trust", str(ckpt)], capture_output=True,
                           text=True, timeout=60)
     assert proc.returncode == 0, proc.stderr
     verify(ckpt)

@@ -11,7 +11,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from replay_rl.study import Curve, compare, recharge
+from replay_rl.analysis.study import Curve, compare, recharge
 
 ROOT = Path(__file__).parents[1]
 

@@ -88,7 +88,7 @@ def test_emulated_cluster_derives_the_replay_ratio_and_rejects_a_hand_set_one():
 
 
 def test_compute_is_charged_from_the_counts_in_trainer_steps():
-    from replay_rl.accounting import ComputeLedger
+    from replay_rl.analysis.accounting import ComputeLedger
 
     ledger = ComputeLedger(5, 3, batch_size=60, mu_model=5.28)
     ledger.k_train, ledger.k_inf = 600, 600          # 10 on-policy steps: each rollout generated once, used once

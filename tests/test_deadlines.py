@@ -10,14 +10,14 @@ import time
 import pytest
 import ray
 
-from replay_rl.checkpoints import STATE_FILE
+from replay_rl.driver.checkpoints import STATE_FILE
 from replay_rl.config import RunConfig
-from replay_rl.failures import RunFailed
+from replay_rl.driver.failures import RunFailed
 from replay_rl.learner.group import LearnerGroup
 from replay_rl.replay.client import ReplayClient
 from replay_rl.replay.table import TableStats
-from replay_rl.roles import GeneratorSlot, Roles
-from replay_rl.trainer import ledger_for
+from replay_rl.driver.roles import GeneratorSlot, Roles
+from replay_rl.driver.trainer import ledger_for
 
 pytestmark = pytest.mark.ray
 HANG_S = 60  # longer than any bound below: a call that sleeps this long is a role hung in it

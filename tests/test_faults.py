@@ -14,12 +14,12 @@ import time
 
 import pytest
 
-from replay_rl.checkpoints import STATE_FILE, write_manifest
+from replay_rl.driver.checkpoints import STATE_FILE, write_manifest
 from replay_rl.config import RunConfig
 from replay_rl.metrics import read_metrics
 from replay_rl.replay.budget_check import k_inf_past_budget
-from replay_rl.roles import RunFailed
-from replay_rl.trainer import train
+from replay_rl.driver.roles import RunFailed
+from replay_rl.driver.trainer import train
 
 pytestmark = [pytest.mark.slow, pytest.mark.ray, pytest.mark.deepspeed]
 

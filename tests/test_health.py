@@ -6,7 +6,7 @@ import asyncio
 import pytest
 
 from replay_rl.config import RunConfig
-from replay_rl.health import Hung, NoAnswer, hung_roles
+from replay_rl.driver.health import Hung, NoAnswer, hung_roles
 from replay_rl.replay.shard import NOT_ASKED, SERVED, ReplayShardImpl
 from tests.replay.helpers import make_batch
 
@@ -67,7 +67,7 @@ def test_a_restore_is_blamed_only_until_the_queue_serves_a_batch(tmp_path, repla
 
 
 def test_a_dead_role_in_a_stall_is_recovered_by_its_own_restarts():
-    from replay_rl.roles import Roles
+    from replay_rl.driver.roles import Roles
 
     class Recording(Roles):
         def diagnose(self, consumer_version):
@@ -107,16 +107,16 @@ def test_a_shard_says_whether_its_rank_took_its_batch_or_has_not_asked(tmp_path)
 def test_a_shard_dead_for_good_runs_out_of_its_restarts(monkeypatch):
     # a shard Ray will not restart answers no stats, so the restarts its stats report stop short: the driver's
     # own kills count too, or each stall would "restart" it again, for ever
-    from replay_rl.failures import RunFailed
+    from replay_rl.driver.failures import RunFailed
     from replay_rl.replay.client import ReplayClient
-    from replay_rl.roles import Roles
+    from replay_rl.driver.roles import Roles
 
     class NoCluster(Roles):
         def died(self, death, role=""):
             return RunFailed(death, death)
 
     monkeypatch.setattr("replay_rl.replay.client.ray.kill", lambda actor, no_restart: None)
-    monkeypatch.setattr("replay_rl.deadlines.credit_restart", lambda roles, i: None)
+    monkeypatch.setattr("replay_rl.driver.deadlines.credit_restart", lambda roles, i: None)
     roles = NoCluster(RunConfig.load(None, ["run.max_shard_restarts=2"]), ReplayClient([None]), None, None, None, [],
                       None, "")
     roles.recover_shard(0, "died")

@@ -9,7 +9,7 @@ import ray
 
 from replay_rl.config import RunConfig
 from replay_rl.learner.group import LearnerStartTimeout
-from replay_rl.launch import join_weight_group
+from replay_rl.driver.launch import join_weight_group
 
 pytestmark = pytest.mark.ray
 

@@ -11,7 +11,7 @@ import pytest
 # the first ray.init raises `error`; the rest are Ray's own
 SCRIPT = textwrap.dedent("""
     import ray
-    from replay_rl import local_ray
+    from replay_rl.driver import local_ray
 
     calls, real = [], ray.init
 

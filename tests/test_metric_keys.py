@@ -3,10 +3,10 @@ and the sources merged into a metrics line never share a key."""
 
 import pytest
 
-from replay_rl.accounting import ComputeLedger
+from replay_rl.analysis.accounting import ComputeLedger
 from replay_rl.metrics import namespaced
 from replay_rl.replay.table import Table
-from replay_rl.trainer import merge_disjoint
+from replay_rl.driver.trainer import merge_disjoint
 from tests.replay.helpers import make_batch
 
 

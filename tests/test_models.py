@@ -5,7 +5,7 @@ import pytest
 import torch
 
 from replay_rl.config import TinyModelSpec
-from replay_rl.models import (CHARSET, build_tokenizer, init_tiny_model_folder, load_model, load_tokenizer,
+from replay_rl.models.hf_folder import (CHARSET, build_tokenizer, init_tiny_model_folder, load_model, load_tokenizer,
                              parameter_count, usable_attention)
 
 

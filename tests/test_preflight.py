@@ -7,7 +7,7 @@ import time
 
 import pytest
 
-from replay_rl.checkpoints import commit, latest_checkpoint, resolve_resume, staging_dir
+from replay_rl.driver.checkpoints import commit, latest_checkpoint, resolve_resume, staging_dir
 from replay_rl.metrics import MetricsSink, read_metrics
 
 
@@ -92,7 +92,7 @@ def test_resumed_metrics_drop_rows_after_the_checkpoint(tmp_path):
 
 def test_custom_resources_the_cluster_lacks_fail_in_one_line_naming_the_field():
     from replay_rl.config import ConfigError, RunConfig
-    from replay_rl.preflight import check_fits
+    from replay_rl.driver.preflight import check_fits
 
     cfg = RunConfig.load(None, ["cluster.generator_resources={generator_node: 1}",
                                 "cluster.learner_resources={learner_node: 0.5}"])

@@ -10,7 +10,7 @@ import pytest
 
 from replay_rl.config import RunConfig
 from replay_rl.metrics import read_metrics
-from replay_rl.trainer import train
+from replay_rl.driver.trainer import train
 
 pytestmark = [pytest.mark.slow, pytest.mark.ray, pytest.mark.deepspeed]
 ROOT = Path(__file__).parents[1]

@@ -8,7 +8,7 @@ import sys
 import numpy as np
 
 from replay_rl.metrics import MetricsSink
-from replay_rl.report import PLOTS, RunRecord, write_report
+from replay_rl.analysis.report import PLOTS, RunRecord, write_report
 
 
 def fake_run(path, slope):

@@ -6,7 +6,7 @@ import pytest
 
 from replay_rl.metrics import read_metrics
 from replay_rl.replay.reuse_controller import SpikeController
-from replay_rl.trainer import train
+from replay_rl.driver.trainer import train
 from tests.test_trainer import run_cfg
 
 pytestmark = [pytest.mark.slow, pytest.mark.ray, pytest.mark.deepspeed]

@@ -9,7 +9,7 @@ import ray
 from replay_rl.config import RunConfig
 from replay_rl.replay.client import ReplayClient
 from replay_rl.replay.table import TableStats
-from replay_rl.roles import GeneratorSlot, Roles
+from replay_rl.driver.roles import GeneratorSlot, Roles
 
 pytestmark = pytest.mark.ray
 

@@ -11,10 +11,10 @@ import time
 
 import pytest
 
-from replay_rl.checkpoints import STATE_FILE, checkpoint_dir, commit, staging_dir, write_manifest
+from replay_rl.driver.checkpoints import STATE_FILE, checkpoint_dir, commit, staging_dir, write_manifest
 from replay_rl.config import ConfigError, RunConfig
-from replay_rl.preflight import check_output_dir
-from replay_rl.run_folder import (LOCK_FILE, RUN_FILE, SET_ASIDE, AlreadyFinished, FolderLock, final_checkpoint,
+from replay_rl.driver.preflight import check_output_dir
+from replay_rl.driver.run_folder import (LOCK_FILE, RUN_FILE, SET_ASIDE, AlreadyFinished, FolderLock, final_checkpoint,
                                   latest_own_checkpoint, read_run_id, save_checkpoint, start_run)
 
 
@@ -95,7 +95,7 @@ def test_resume_continues_the_folders_run_and_never_adopts_another_silently(tmp_
 
 def hold_in_child(folder):
     """A second process holding the folder's lock, as another driver would; returns it once it holds the lock."""
-    code = ("import sys, time\nfrom pathlib import Path\nfrom replay_rl.run_folder import FolderLock\n"
+    code = ("import sys, time\nfrom pathlib import Path\nfrom replay_rl.driver.run_folder import FolderLock\n"
             f"FolderLock(Path({str(folder)!r}))\nprint('held', flush=True)\ntime.sleep(300)\n")
     child = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, text=True)
     assert child.stdout.readline().strip() == "held"
@@ -162,7 +162,7 @@ def test_a_folder_that_cannot_be_made_or_locked_is_one_line(tmp_path, monkeypatc
     def no_locks(fd, op):
         raise OSError(37, "No locks available")  # ENOLCK: flock on some NFS mounts
 
-    monkeypatch.setattr("replay_rl.run_folder.fcntl.flock", no_locks)
+    monkeypatch.setattr("replay_rl.driver.run_folder.fcntl.flock", no_locks)
     with pytest.raises(ConfigError, match=r"cannot lock .run.lock there \(No locks available\); use a local"):
         check_output_dir(cfg_for(tmp_path / "nfs"))
 

@@ -1,4 +1,4 @@
-"""The compute-saved estimator checked against studies with a known truth (replay_rl/study_sim.py): at the noise
+"""The compute-saved estimator checked against studies with a known truth (replay_rl/analysis/study_sim.py): at the noise
 levels of the committed study's best LRs (baseline 0.024, replay 0.012 around a smooth fit), 3 seeds a side, its
 eval grid. Identical true curves must read ~0 with an interval that covers 0, a true 15% saving must read ~15%, and
 so must the reverse noise asymmetry and equal noise. This is the test that chose the estimator (benchmarks/
@@ -6,8 +6,8 @@ estimator_choice.py compares the candidates on it)."""
 
 import pytest
 
-from replay_rl.study import compare
-from replay_rl.study_sim import simulate
+from replay_rl.analysis.study import compare
+from replay_rl.analysis.study_sim import simulate
 
 STUDIES = 500
 

@@ -6,7 +6,7 @@ itself is chosen and checked on simulated studies in test_study_estimator.py."""
 import numpy as np
 import pytest
 
-from replay_rl.study import Curve, budget_grid, compare, end_slope, first_reach, jackknife_interval, side_curve, \
+from replay_rl.analysis.study import Curve, budget_grid, compare, end_slope, first_reach, jackknife_interval, side_curve, \
     smooth, t_quantile
 
 INF = float("inf")

@@ -6,10 +6,10 @@ included."""
 import pytest
 import ray
 
-from replay_rl import trainer
+from replay_rl.driver import trainer
 from replay_rl.config import RunConfig
-from replay_rl.failures import RunFailed
-from replay_rl.supervision import death_of
+from replay_rl.driver.failures import RunFailed
+from replay_rl.driver.supervision import death_of
 from tests.test_deadlines import StandIn, stand_in_roles, stand_ins  # noqa: F401, F811 - fixtures
 
 pytestmark = pytest.mark.ray

@@ -5,7 +5,7 @@ import sys
 
 import pytest
 
-from replay_rl.theory import cost, objective, optimum_closed_form, optimum_numeric, plan
+from replay_rl.analysis.theory import cost, objective, optimum_closed_form, optimum_numeric, plan
 
 
 @pytest.mark.parametrize("mu, alpha, rho, x, y", [
@@ -77,7 +77,7 @@ def test_plan_says_when_it_raises_n_to_the_batch_size():
 
 
 def test_discrete_horizon_at_the_paper_point_is_twice_the_power_law():
-    from replay_rl.theory import optimum_discrete
+    from replay_rl.analysis.theory import optimum_discrete
 
     x, y = optimum_discrete(5.28, 0.25, 0.1)
     assert x == 5 and y == pytest.approx(math.sqrt(5.28 / (0.1 + 1 / 5)))

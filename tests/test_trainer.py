@@ -18,8 +18,8 @@ from safetensors.torch import load_file
 from replay_rl.config import ConfigError, RunConfig
 from replay_rl.metrics import read_metrics
 from replay_rl.replay.shard import pace_for
-from replay_rl.report import PLOTS
-from replay_rl.trainer import build, draw_ahead, train
+from replay_rl.analysis.report import PLOTS
+from replay_rl.driver.trainer import build, draw_ahead, train
 
 pytestmark = [pytest.mark.slow, pytest.mark.ray, pytest.mark.deepspeed]
 
@@ -115,7 +115,7 @@ def start_cli_run(path, out) -> subprocess.Popen:
 def test_ctrl_c_and_sigterm_take_the_same_path():
     """Both signals get the handler that bounds cleanup and raises KeyboardInterrupt; the run below is stopped by
     SIGTERM, which without it would print Ray's native stack dump and exit 15."""
-    from replay_rl.trainer import _interrupt, stop_on_signals
+    from replay_rl.driver.trainer import _interrupt, stop_on_signals
 
     replaced = stop_on_signals()
     try:
@@ -273,7 +273,7 @@ def test_checkpoint_resumes_same_step_weights_and_buffer(ray_cluster, warm_model
     resumed_cfg = run_cfg(path, tmp_path / "ck2", "run.steps=3", f"run.resume_from={ckpt}")
     roles = build(resumed_cfg, str(Path(path).resolve()))
     try:
-        from replay_rl.trainer import ledger_for
+        from replay_rl.driver.trainer import ledger_for
         ledger = ledger_for(resumed_cfg)
         assert roles.resume(str(ckpt), ledger) == 3 and ledger.k_train == 3 * 32
         state = roles.learners.full_state()[0]
@@ -288,8 +288,8 @@ def test_checkpoint_resumes_same_step_weights_and_buffer(ray_cluster, warm_model
 def assert_real_checkpoint_is_verified(ckpt: Path, copies: Path) -> None:
     """The DeepSpeed files of a real save are in its manifest; a changed one, or a pickle planted beside them, is
     refused by the start that would resume it (before Ray, before any load), in one line naming the file."""
-    from replay_rl.checkpoints import MANIFEST, verify
-    from replay_rl.run_folder import start_run
+    from replay_rl.driver.checkpoints import MANIFEST, verify
+    from replay_rl.driver.run_folder import start_run
 
     listed = json.loads((ckpt / MANIFEST).read_text())["sha256"]
     assert {"latest", "step_3/mp_rank_00_model_states.pt", "step_3/zero_pp_rank_1_mp_rank_00_optim_states.pt",

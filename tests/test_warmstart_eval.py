@@ -4,11 +4,11 @@ from pathlib import Path
 import pytest
 
 from replay_rl.config import ConfigError, RunConfig
-from replay_rl.evaluation import evaluate, ks_reported, pass_at_k
+from replay_rl.evaluation.passk import evaluate, ks_reported, pass_at_k
 from replay_rl.generation.hf import HFBackend
-from replay_rl.models import load_tokenizer
+from replay_rl.models.hf_folder import load_tokenizer
 from replay_rl.tasks import make_task
-from replay_rl.warmstart import MANIFEST, build_settings, ensure_model, model_checksum, warmstart
+from replay_rl.evaluation.warmstart import MANIFEST, build_settings, ensure_model, model_checksum, warmstart
 
 
 def test_pass_at_k_estimator():

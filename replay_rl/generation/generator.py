@@ -11,10 +11,10 @@ import ray
 import torch
 
 from replay_rl.config import RunConfig
-from replay_rl.evaluation import encode_prompts
+from replay_rl.evaluation.passk import encode_prompts
 from replay_rl.generation.backend import make_backend, sampling_params
 from replay_rl.generation.reports import GeneratorStats
-from replay_rl.models import load_tokenizer
+from replay_rl.models.hf_folder import load_tokenizer
 from replay_rl.replay.client import ReplayClient
 from replay_rl.replay.limits import call_number, route
 from replay_rl.replay.shard import pace_for

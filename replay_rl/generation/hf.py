@@ -9,7 +9,7 @@ import torch
 from transformers import LogitsProcessorList, TemperatureLogitsWarper, TopPLogitsWarper
 
 from replay_rl.generation.backend import Completion, SamplingParams, truncate_at_eos
-from replay_rl.models import load_model, load_tokenizer
+from replay_rl.models.hf_folder import load_model, load_tokenizer
 
 
 class SampledLogprobs:

@@ -21,7 +21,7 @@ from replay_rl.learner.agreement import Mismatch
 from replay_rl.learner.batching import MicroStats, micro_batches, to_learner_inputs
 from replay_rl.learner.logprobs import final_hidden_states, token_logprobs
 from replay_rl.learner.losses import LearnerInputs, make_loss
-from replay_rl.models import load_model, load_tokenizer, save_model_folder
+from replay_rl.models.hf_folder import load_model, load_tokenizer, save_model_folder
 from replay_rl.rollout import RolloutBatch
 from replay_rl.sync.buckets import Bucket, plan_buckets
 

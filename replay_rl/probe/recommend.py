@@ -13,7 +13,7 @@ from dataclasses import asdict
 
 import numpy as np
 
-from replay_rl.theory import cost, plan
+from replay_rl.analysis.theory import cost, plan
 
 # below it σ² grows < 1.4% per doubling of age: no interior optimum in practice (the horizon runs to thousands)
 ALPHA_MIN = 0.01

@@ -21,10 +21,10 @@ import numpy as np
 import torch
 
 from replay_rl.config import ConfigError, RunConfig
-from replay_rl.evaluation import encode_prompts
+from replay_rl.evaluation.passk import encode_prompts
 from replay_rl.generation.backend import sampling_params
 from replay_rl.generation.hf import HFBackend
-from replay_rl.models import load_model, load_tokenizer
+from replay_rl.models.hf_folder import load_model, load_tokenizer
 from replay_rl.probe.estimators import Sketches
 from replay_rl.probe.gradients import CountSketch, ProbeLearner
 from replay_rl.probe.settings import ProbeSettings
@@ -258,7 +258,7 @@ def probe(cfg: RunConfig, settings: ProbeSettings, out, config_path=None, overri
     from replay_rl.probe.estimators import estimate
     from replay_rl.probe.recommend import recommend
     from replay_rl.probe.status import Status, status
-    from replay_rl.warmstart import ensure_model
+    from replay_rl.evaluation.warmstart import ensure_model
 
     started = time.monotonic()
     path = ensure_model(cfg, log)

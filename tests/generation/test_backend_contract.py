@@ -17,7 +17,7 @@ from replay_rl.config import VLLMBackendConfig
 from replay_rl.generation.backend import SamplingParams
 from replay_rl.generation.hf import HFBackend
 from replay_rl.generation.vllm import from_vllm_output, to_vllm_request
-from replay_rl.models import load_tokenizer
+from replay_rl.models.hf_folder import load_tokenizer
 from replay_rl.rollout import FINISH_LENGTH, FINISH_STOP
 
 HAS_VLLM = importlib.util.find_spec("vllm") is not None

@@ -12,7 +12,7 @@ from replay_rl.generation.backend import SamplingParams
 from replay_rl.generation.generator import Generator
 from replay_rl.generation.hf import HFBackend
 from replay_rl.learner.group import LearnerGroup
-from replay_rl.models import load_tokenizer
+from replay_rl.models.hf_folder import load_tokenizer
 from replay_rl.replay.client import ReplayClient, create_shards
 from replay_rl.sync.object_store import ObjectStoreSubscriber, WeightBoard
 from tests.learner.steps import assert_same_step

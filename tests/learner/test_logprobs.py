@@ -11,7 +11,7 @@ from replay_rl.config import TinyModelSpec
 from replay_rl.learner.batching import to_learner_inputs
 from replay_rl.learner.logprobs import final_hidden_states, token_logprobs
 from replay_rl.learner.losses import processed_logits
-from replay_rl.models import build_tiny_model
+from replay_rl.models.hf_folder import build_tiny_model
 from replay_rl.rollout import Rollout, RolloutBatch
 
 TOL = 1e-5

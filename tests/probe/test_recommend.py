@@ -3,7 +3,7 @@
 import pytest
 
 from replay_rl.probe.recommend import ALPHA_MIN, at_split, lr_for, mu_direction, recommend
-from replay_rl.theory import plan
+from replay_rl.analysis.theory import plan
 
 
 def test_capacity_at_the_split_is_plans_and_the_best_split_costs_no_more():

@@ -8,11 +8,11 @@ import time
 import ray
 
 from replay_rl.config import RunConfig
-from replay_rl.evaluator import Evaluator
+from replay_rl.evaluation.evaluator import Evaluator
 from replay_rl.generation.reports import GeneratorReports
 from replay_rl.learner.group import LearnerGroup, await_start
 from replay_rl.replay.client import ReplayClient, create_shards
-from replay_rl.roles import GeneratorSlot, Roles, spawn_generator
+from replay_rl.driver.roles import GeneratorSlot, Roles, spawn_generator
 from replay_rl.sync.object_store import WeightBoard
 
 

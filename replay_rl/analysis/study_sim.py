@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from replay_rl.study import Curve
+from replay_rl.analysis.study import Curve
 
 # the committed frontier study's arithmetic baseline at its best LR (1.5e-4, 3 seeds): the seeds' mean made monotone
 # (isotonic), a 3-eval moving average, at its eval grid (21 evals a run, benchmarks/results/frontier)

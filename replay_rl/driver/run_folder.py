@@ -21,7 +21,7 @@ import uuid
 from dataclasses import dataclass
 from pathlib import Path
 
-from replay_rl.checkpoints import checkpoint_dir, clean_stale, is_checkpoint, resolve_resume, staging_dir, verify
+from replay_rl.driver.checkpoints import checkpoint_dir, clean_stale, is_checkpoint, resolve_resume, staging_dir, verify
 from replay_rl.config import ConfigError, RunConfig
 
 RUN_FILE = "run.json"

@@ -44,7 +44,7 @@ def build_smollm2_folder(path: str | Path) -> Path:
     import torch
     from transformers import AutoModelForCausalLM, AutoTokenizer, LlamaForCausalLM
 
-    from replay_rl.models import quiet_transformers, save_model_folder
+    from replay_rl.models.hf_folder import quiet_transformers, save_model_folder
 
     quiet_transformers()
     print(f"building SmolLM2-135M-Instruct at {path} from its GGUF (once, about 30 s)", file=sys.stderr, flush=True)

@@ -2,7 +2,7 @@
 
 train() starts this as a detached process beside the local cluster it started: it polls the driver's pid and, once
 the driver is gone, kills the cluster's head processes (GCS, raylet, dashboard and runtime-env agents). Workers exit
-when their raylet does. Usage: python -m replay_rl.orphan_guard DRIVER_PID PID [PID ...]
+when their raylet does. Usage: python -m replay_rl.driver.orphan_guard DRIVER_PID PID [PID ...]
 """
 
 from __future__ import annotations
@@ -57,7 +57,7 @@ def children(pid: int) -> list[int]:
 
 def start_guard(head_pids: list[int]) -> subprocess.Popen:
     """Watch this process; started in its own session, so a signal to the driver's group does not reach it."""
-    return subprocess.Popen([sys.executable, "-m", "replay_rl.orphan_guard", str(os.getpid()), *map(str, head_pids)],
+    return subprocess.Popen([sys.executable, "-m", "replay_rl.driver.orphan_guard", str(os.getpid()), *map(str, head_pids)],
                             stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
                             start_new_session=True)
 

@@ -11,8 +11,8 @@ from typing import Callable
 import ray
 from ray.exceptions import RayActorError
 
-from replay_rl.failures import RunFailed
-from replay_rl.health import NoAnswer, one_line, probe_all
+from replay_rl.driver.failures import RunFailed
+from replay_rl.driver.health import NoAnswer, one_line, probe_all
 
 
 def role_names(roles) -> dict[str, str]:

@@ -10,10 +10,10 @@ from pathlib import Path
 
 import ray
 
-from replay_rl.checkpoints import STATE_FILE, checkpoint_dir, commit, staging_dir
+from replay_rl.driver.checkpoints import STATE_FILE, checkpoint_dir, commit, staging_dir
 from replay_rl.generation.generator import calls_dealt
 from replay_rl.replay.shard import shard_dir
-from replay_rl.supervision import Phase, broadcast_blame, numbered
+from replay_rl.driver.supervision import Phase, broadcast_blame, numbered
 
 
 def checkpoint(roles, out: Path, step: int, ledger) -> Path:

@@ -19,21 +19,21 @@ from pathlib import Path
 import ray
 from ray.exceptions import ObjectLostError, RayActorError
 
-from replay_rl.accounting import ComputeLedger
-from replay_rl.checkpoints import link_final_model
+from replay_rl.analysis.accounting import ComputeLedger
+from replay_rl.driver.checkpoints import link_final_model
 from replay_rl.config import RunConfig
-from replay_rl.failures import RunFailed, log_error, resume_hint
-from replay_rl.health import one_line, settle_nodes, with_lost_nodes
-from replay_rl.launch import build
+from replay_rl.driver.failures import RunFailed, log_error, resume_hint
+from replay_rl.driver.health import one_line, settle_nodes, with_lost_nodes
+from replay_rl.driver.launch import build
 from replay_rl.learner.group import LearnerStartTimeout
-from replay_rl.local_ray import init_local
+from replay_rl.driver.local_ray import init_local
 from replay_rl.metrics import MetricsSink, namespaced
-from replay_rl.orphan_guard import start_guard
-from replay_rl.preflight import check_fits, preflight
-from replay_rl.report import write_report
-from replay_rl.run_folder import FolderLock, final_checkpoint, latest_own_checkpoint, save_checkpoint, start_run
-from replay_rl.supervision import death_of
-from replay_rl.warmstart import ensure_model
+from replay_rl.driver.orphan_guard import start_guard
+from replay_rl.driver.preflight import check_fits, preflight
+from replay_rl.analysis.report import write_report
+from replay_rl.driver.run_folder import FolderLock, final_checkpoint, latest_own_checkpoint, save_checkpoint, start_run
+from replay_rl.driver.supervision import death_of
+from replay_rl.evaluation.warmstart import ensure_model
 
 
 def connect(cfg: RunConfig) -> bool:

@@ -8,9 +8,9 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from replay_rl.checkpoints import is_checkpoint
+from replay_rl.driver.checkpoints import is_checkpoint
 from replay_rl.config import ConfigError, RunConfig
-from replay_rl.run_folder import FolderLock, check_folder
+from replay_rl.driver.run_folder import FolderLock, check_folder
 
 
 def preflight(cfg: RunConfig) -> None:

@@ -12,18 +12,18 @@ from pathlib import Path
 import ray
 from ray.exceptions import ActorDiedError, ActorUnavailableError, GetTimeoutError, RayActorError
 
-from replay_rl.accounting import ComputeLedger
-from replay_rl import deadlines
+from replay_rl.analysis.accounting import ComputeLedger
+from replay_rl.driver import deadlines
 from replay_rl.config import RunConfig
-from replay_rl.failures import RunFailed, resume_hint
+from replay_rl.driver.failures import RunFailed, resume_hint
 from replay_rl.generation.generator import Generator
 from replay_rl.generation.reports import GeneratorStats
-from replay_rl.health import PROBE_S, Hung, NoAnswer, first_error, hung_roles, node_of, one_line, probe_all
+from replay_rl.driver.health import PROBE_S, Hung, NoAnswer, first_error, hung_roles, node_of, one_line, probe_all
 from replay_rl.learner.agreement import agreement_problem
 from replay_rl.learner.group import LearnerGroup
 from replay_rl.replay.client import ReplayClient, shard_restarts
 from replay_rl.replay.table import TableStats
-from replay_rl.supervision import Phase, dead_role, death_of, numbered
+from replay_rl.driver.supervision import Phase, dead_role, death_of, numbered
 
 __all__ = ["GeneratorSlot", "Roles", "RunFailed", "resume_hint", "spawn_generator"]
 

@@ -93,7 +93,7 @@ def verify(folder: Path) -> None:
     def refused(why: str) -> CheckpointRefused:
         return CheckpointRefused(
             f"checkpoint {folder} refused: {why}; resume unpickles its files, which can run code: restore it from a "
-            f"copy you trust, or if you trust it as it is, run `python -m replay_rl.checkpoints trust {folder}`")
+            f"copy you trust, or if you trust it as it is, run `python -m replay_rl.driver.checkpoints trust {folder}`")
 
     try:
         listed = json.loads((folder / MANIFEST).read_text())["sha256"]
@@ -173,8 +173,8 @@ def link_final_model(output_dir: str | Path, checkpoint: Path) -> Path:
     return link
 
 
-if __name__ == "__main__":  # python -m replay_rl.checkpoints trust FOLDER: adopt a checkpoint you trust
+if __name__ == "__main__":  # python -m replay_rl.driver.checkpoints trust FOLDER: adopt a checkpoint you trust
     if len(sys.argv) != 3 or sys.argv[1] != "trust" or not is_checkpoint(Path(sys.argv[2])):
-        sys.exit("usage: python -m replay_rl.checkpoints trust RUN/checkpoints/step_N (a complete checkpoint you "
+        sys.exit("usage: python -m replay_rl.driver.checkpoints trust RUN/checkpoints/step_N (a complete checkpoint you "
                  "trust: its files are hashed into its manifest.json as they are now)")
     print(write_manifest(Path(sys.argv[2]), sync=True))

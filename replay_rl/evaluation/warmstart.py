@@ -18,9 +18,9 @@ import torch
 from rich.progress import Progress
 
 from replay_rl.config import ConfigError, RunConfig
-from replay_rl.evaluation import greedy_accuracy
+from replay_rl.evaluation.passk import greedy_accuracy
 from replay_rl.generation.hf import HFBackend
-from replay_rl.models import init_tiny_model_folder, load_tokenizer, parameter_count, save_model_folder
+from replay_rl.models.hf_folder import init_tiny_model_folder, load_tokenizer, parameter_count, save_model_folder
 from replay_rl.tasks import make_task
 
 MANIFEST = "warmstart.json"
@@ -75,7 +75,7 @@ def ensure_model(cfg: RunConfig, log=print) -> Path:
         check_manifest(cfg, path)
         return path
     if cfg.model.build == "smollm2_135m":
-        from replay_rl.pretrained import build_smollm2_folder
+        from replay_rl.models.pretrained import build_smollm2_folder
 
         return build_smollm2_folder(path)
     init = init_tiny_model_folder(cfg.model.tiny, path.with_name(path.name + "-init"))

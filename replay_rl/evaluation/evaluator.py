@@ -6,9 +6,9 @@ import ray
 import torch
 
 from replay_rl.config import RunConfig
-from replay_rl.evaluation import evaluate_for_run
+from replay_rl.evaluation.passk import evaluate_for_run
 from replay_rl.generation.hf import HFBackend
-from replay_rl.models import load_tokenizer
+from replay_rl.models.hf_folder import load_tokenizer
 from replay_rl.sync.base import load_if_newer
 from replay_rl.sync.object_store import ObjectStoreSubscriber
 from replay_rl.tasks import make_task
