@@ -179,7 +179,8 @@ def build_stand_ins(cfg: RunConfig, model_path: str, run_restarts: int = 0, plac
     roles = Roles(cfg, ReplayClient(shards), board, eval_board, learners, slots, StandInEvaluator.remote(),
                   model_path, run_restarts=run_restarts, reports=reports)
     for name in PHASES:  # on the instance: Roles' own calls to these (update → generator_stats) are timed as well
-        setattr(roles, name, timed(getattr(roles, name), totals, name))
+        owner = roles.supervisor if name == "check_generators" else roles  # the loop asks the supervisor for it
+        setattr(owner, name, timed(getattr(owner, name), totals, name))
     return roles
 
 

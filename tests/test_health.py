@@ -2,6 +2,7 @@
 answering, ranks that took their batch or never asked for it hold the step; a shard waiting on a rule stops the run."""
 
 import asyncio
+from types import SimpleNamespace
 
 import pytest
 
@@ -28,7 +29,7 @@ def test_a_stall_names_what_hangs_or_leaves_it_to_the_rules(shards, generators, 
 
 
 def test_a_dead_role_goes_through_its_own_restarts_and_a_restored_queue_that_waits_is_a_death():
-    from replay_rl.replay.table import TableStats
+    from replay_rl.replay.table_stats import TableStats
 
     # a dead shard or generator is recovered as supervision recovers a death: max_shard_restarts, and
     # max_generator_restarts, first (a Hung(death=...) restarted every role, or ended a run with max_restarts=0)
@@ -67,9 +68,9 @@ def test_a_restore_is_blamed_only_until_the_queue_serves_a_batch(tmp_path, repla
 
 
 def test_a_dead_role_in_a_stall_is_recovered_by_its_own_restarts():
-    from replay_rl.driver.roles import Roles
+    from replay_rl.driver.supervisor import Supervisor
 
-    class Recording(Roles):
+    class Recording(Supervisor):
         def diagnose(self, consumer_version):
             return "stalled", self.verdict
 
@@ -79,10 +80,10 @@ def test_a_dead_role_in_a_stall_is_recovered_by_its_own_restarts():
         def recover_generator(self, i, cause):
             self.calls.append(("generator", i, cause))
 
-    roles = Recording(RunConfig.load(None, []), None, None, None, None, [], None, "")
-    roles.calls, roles.verdict = [], Hung((1,), (0,), how="died")
-    roles.recover_hung(3)
-    assert roles.calls == [("shard", 1, "died"), ("generator", 0, "died")]
+    supervisor = Recording(SimpleNamespace(cfg=RunConfig.load(None, [])), spawn=None)
+    supervisor.calls, supervisor.verdict = [], Hung((1,), (0,), how="died")
+    supervisor.recover_hung(3)
+    assert supervisor.calls == [("shard", 1, "died"), ("generator", 0, "died")]
 
 
 def test_a_shard_says_whether_its_rank_took_its_batch_or_has_not_asked(tmp_path):
@@ -109,17 +110,17 @@ def test_a_shard_dead_for_good_runs_out_of_its_restarts(monkeypatch):
     # own kills count too, or each stall would "restart" it again, for ever
     from replay_rl.driver.failures import RunFailed
     from replay_rl.replay.client import ReplayClient
-    from replay_rl.driver.roles import Roles
+    from replay_rl.driver.supervisor import Supervisor
 
-    class NoCluster(Roles):
+    class NoCluster(Supervisor):
         def died(self, death, role=""):
             return RunFailed(death, death)
 
     monkeypatch.setattr("replay_rl.replay.client.ray.kill", lambda actor, no_restart: None)
     monkeypatch.setattr("replay_rl.driver.deadlines.credit_restart", lambda roles, i: None)
-    roles = NoCluster(RunConfig.load(None, ["run.max_shard_restarts=2"]), ReplayClient([None]), None, None, None, [],
-                      None, "")
-    roles.recover_shard(0, "died")
-    roles.recover_shard(0, "died")
+    roles = SimpleNamespace(cfg=RunConfig.load(None, ["run.max_shard_restarts=2"]), replay=ReplayClient([None]))
+    supervisor = NoCluster(roles, spawn=None)
+    supervisor.recover_shard(0, "died")
+    supervisor.recover_shard(0, "died")
     with pytest.raises(RunFailed, match="replay shard 0 died and run.max_shard_restarts=2 restarts are used up"):
-        roles.recover_shard(0, "died")
+        supervisor.recover_shard(0, "died")

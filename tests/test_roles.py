@@ -8,7 +8,7 @@ import ray
 
 from replay_rl.config import RunConfig
 from replay_rl.replay.client import ReplayClient
-from replay_rl.replay.table import TableStats
+from replay_rl.replay.table_stats import TableStats
 from replay_rl.driver.roles import GeneratorSlot, Roles
 
 pytestmark = pytest.mark.ray
@@ -33,8 +33,8 @@ def test_a_shard_silent_on_its_stats_call_is_recovered_with_the_generators_hung_
     ray.get([a.__ray_ready__.remote() for a in shards + generators])  # started: only a late answer counts
     roles = Roles(cfg, ReplayClient(shards), None, None, None, [GeneratorSlot(g) for g in generators], None, "")
     recovered = []
-    roles.recover_shard = lambda i, cause: recovered.append(("replay shard", i, cause))
-    roles.recover_generator = lambda i, cause: recovered.append(("generator", i, cause))
+    roles.supervisor.recover_shard = lambda i, cause: recovered.append(("replay shard", i, cause))
+    roles.supervisor.recover_generator = lambda i, cause: recovered.append(("generator", i, cause))
     roles.replay_stats()
     assert recovered == [("replay shard", 1, "did not answer a stats call in 2s"),
                          ("generator", 1, "did not answer in 2s beside a hung shard")]

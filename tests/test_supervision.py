@@ -10,7 +10,7 @@ from replay_rl.driver import trainer
 from replay_rl.config import RunConfig
 from replay_rl.driver.failures import RunFailed
 from replay_rl.driver.supervision import death_of
-from tests.test_deadlines import StandIn, stand_in_roles, stand_ins  # noqa: F401, F811 - fixtures
+from tests.stand_ins import StandIn, stand_in_roles, stand_ins  # noqa: F401 - fixtures
 
 pytestmark = pytest.mark.ray
 
@@ -52,7 +52,7 @@ def test_a_role_dead_under_a_generators_call_is_named_not_the_generator(roles_wi
     ray.wait([roles.slots[0].run], timeout=30)
     try:
         with pytest.raises(RunFailed) as failed:
-            roles.check_generators()
+            roles.supervisor.check_generators()
     finally:
         ray.kill(generator)
     assert failed.value.death == f"{role} died" and roles.restarts == 0

@@ -37,7 +37,8 @@ def death_of(roles, e: BaseException, phase: str = "") -> RunFailed:
     """A role's death as one line naming it (and the phase it died in); Ray's text only where no role matches."""
     role = dead_role(e, roles)
     during = f" during the {phase}" if phase else ""
-    return roles.died(f"{role} died{during}", role=role) if role else roles.died(f"{one_line(e)}{during}")
+    died = roles.supervisor.died
+    return died(f"{role} died{during}", role=role) if role else died(f"{one_line(e)}{during}")
 
 
 class Phase:
@@ -62,7 +63,7 @@ class Phase:
             if not done:
                 late = [names[refs.index(r)] for r in pending]
                 hung = f"{', '.join(late)} hung in the {self.name}: not done in {self.bound_s:g}s ({self.field})"
-                raise (self.blame and self.blame()) or self.roles.died(hung, role=late[0])
+                raise (self.blame and self.blame()) or self.roles.supervisor.died(hung, role=late[0])
             try:
                 ray.get(done[0])
             except Exception as e:  # noqa: BLE001 - named below; the whole error stays its cause (error.log)
@@ -71,10 +72,10 @@ class Phase:
 
     def failure(self, e: Exception, name: str) -> RunFailed:
         if isinstance(e, RayActorError):
-            return death_of(self.roles, e, self.name) if dead_role(e, self.roles) else self.roles.died(
+            return death_of(self.roles, e, self.name) if dead_role(e, self.roles) else self.roles.supervisor.died(
                 f"{name} died during the {self.name}", role=name)
         # a survivor's error (a closed gloo connection) is a symptom: the member that died or hung, if any
-        return ((self.blame and self.blame()) or self.roles.dead_member()
+        return ((self.blame and self.blame()) or self.roles.supervisor.dead_member()
                 or RunFailed(f"{name} failed in the {self.name}: {one_line(e)}"))
 
 
@@ -86,7 +87,7 @@ def broadcast_blame(roles, phase: str) -> Callable[[], RunFailed | None]:
         for i, a in enumerate(probe_all([s.actor.pid.remote() for s in roles.slots], probe)):
             if a == "dead" or isinstance(a, NoAnswer):
                 how = "died" if a == "dead" else f"hung (no answer in {probe:g}s)"
-                return roles.died(f"generator {i} {how} during the {phase}", role=f"generator {i}")
+                return roles.supervisor.died(f"generator {i} {how} during the {phase}", role=f"generator {i}")
         return None
     return blame
 

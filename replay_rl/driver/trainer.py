@@ -168,7 +168,7 @@ def run_roles(cfg: RunConfig, model_path: str, resume: Path | None, restarts: in
         for step in range(start + 1, cfg.run.steps + 1):
             metrics = roles.learner_step(step - 1, draw_ahead(cfg, step))     # sample → loss → optimizer step
             sync = roles.publish(version=step) if step % cfg.sync.every_steps == 0 else None
-            roles.check_generators()
+            roles.supervisor.check_generators()
             replay = roles.replay_stats()
             roles.update(ledger, replay, metrics, sync, wall_s=time.perf_counter() - t0)
             record = merge_disjoint(namespaced("batch", metrics), namespaced("buffer", replay.summary()),
@@ -194,7 +194,7 @@ def run_roles(cfg: RunConfig, model_path: str, resume: Path | None, restarts: in
     except (RayActorError, ObjectLostError) as e:  # a role died outside the step's handling (the generator reports)
         if roles is None:
             raise
-        raise roles.dead_member() or death_of(roles, e) from e
+        raise roles.supervisor.dead_member() or death_of(roles, e) from e
     finally:
         if roles is not None:
             roles.shutdown()

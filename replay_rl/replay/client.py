@@ -12,7 +12,7 @@ import ray
 
 from replay_rl.config import RunConfig
 from replay_rl.replay.shard import ReplayShard, shard_dir
-from replay_rl.replay.table import SampleInfo, TableStats
+from replay_rl.replay.table_stats import SampleInfo, TableStats
 from replay_rl.rollout import RolloutBatch
 
 

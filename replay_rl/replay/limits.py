@@ -213,7 +213,7 @@ class PacedLimiter:
         """After a restore from a snapshot: the rollouts lost since it were generated on schedule and will not be
         generated again (generators pace on the learner version), so this shard counts as delivered its deal of
         every call the generators had started at the restore (`calls`, calls[g] by generator g, which the driver
-        passes: Roles.recover_shard), and of each later call as it arrives; a piece of a credited call resent to
+        passes: Supervisor.recover_shard), and of each later call as it arrives; a piece of a credited call resent to
         the restart counts once (inserted). Its count then equals what it was dealt, never more. Until the driver's
         calls arrive (consumer_version: the shard's first sample after the restore, or a restart the driver did not
         make) it counts every call the pace may have started (Pace.started), the lead included: crediting only

@@ -174,7 +174,7 @@ class RestoreRun:
 
 
 def calls_credit(limiter: PacedLimiter, version: int, calls: list[int]) -> None:
-    """The shipped credit: the driver sends the calls started at the restore (Roles.recover_shard)."""
+    """The shipped credit: the driver sends the calls started at the restore (Supervisor.recover_shard)."""
     limiter.recover(None, calls)
 
 

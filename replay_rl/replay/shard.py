@@ -14,7 +14,8 @@ from replay_rl.replay.live import LiveSnapshots, drop_keys
 from replay_rl.replay.snapshot import read_snapshot, write_snapshot
 from replay_rl.replay.limits import Pace
 from replay_rl.replay.reuse_window import window_for, with_window
-from replay_rl.replay.table import SampleInfo, TableStats, table_from_config
+from replay_rl.replay.table import table_from_config
+from replay_rl.replay.table_stats import SampleInfo, TableStats
 from replay_rl.rollout import RolloutBatch
 
 
@@ -152,7 +153,7 @@ class ReplayShardImpl:
         return self.table.stats().inserts
 
     async def restored_calls(self, calls: list[int]) -> None:
-        """The calls each generator had started once this shard was killed to restart in place (Roles.recover_shard):
+        """The calls each generator had started once this shard was killed to restart in place (Supervisor.recover_shard):
         its credit for the rollouts the restart lost, in place of the pace's allowance (PacedLimiter.recover)."""
         async with self._condition():
             self.table.limiter.recover(None, calls)

@@ -5,7 +5,8 @@ import pytest
 
 from replay_rl.config import ConfigError, RunConfig
 from replay_rl.replay.limits import RateLimiter
-from replay_rl.replay.table import Table, TableStats, table_from_config
+from replay_rl.replay.table import Table, table_from_config
+from replay_rl.replay.table_stats import TableStats
 from tests.replay.helpers import make_batch
 
 

@@ -1,0 +1,157 @@
+"""The roles' supervisor: it names a role that died or hung and recovers it as far as that role's own recovery goes
+(a shard restarts in place from its live snapshot, a generator is replaced); past that, the death is a RunFailed
+that train() answers by restarting every role from the newest checkpoint (run.max_restarts).
+Roles holds one and asks it; it reads the roles it watches and never builds them (spawn_generator is handed in)."""
+
+from __future__ import annotations
+
+import sys
+from typing import Callable
+
+import ray
+from ray.exceptions import ActorDiedError, ActorUnavailableError, GetTimeoutError, RayActorError
+
+from replay_rl.driver import deadlines
+from replay_rl.driver.failures import RunFailed, resume_hint
+from replay_rl.driver.health import PROBE_S, Hung, first_error, hung_roles, node_of, one_line, probe_all
+from replay_rl.driver.supervision import dead_role, death_of
+from replay_rl.generation.reports import GeneratorStats
+from replay_rl.replay.client import shard_restarts
+
+
+class Supervisor:
+    """Watches `roles` (a Roles: cfg, replay, learners, slots, where, reports). spawn(i, first_call) starts a new
+    generator for position i, as launch does."""
+
+    def __init__(self, roles, spawn: Callable[[int, int], object]) -> None:
+        self.roles, self.spawn = roles, spawn
+
+    def died(self, death: str, role: str = "") -> RunFailed:
+        """A death's failure: `role` (e.g. "learner rank 1") names the node it ran on, and whether that node left."""
+        node = node_of(self.roles.where, role)
+        death = f"{death} on {node}" if node else death
+        return RunFailed(f"{death}; {resume_hint(self.roles.cfg.run.output_dir)}", death, self.roles.where)
+
+    def dead_member(self) -> RunFailed | None:
+        """The failure of the first learner rank or replay shard that no longer answers, or None."""
+        # shards first: a rank whose shard died fails, and its peer then waits in the allreduce
+        members = [(f"replay shard {i}", s.stats) for i, s in enumerate(self.roles.replay.shards)]
+        members += [(f"learner rank {i}", r.address) for i, r in enumerate(self.roles.learners.ranks)]
+        for name, method in members:
+            try:
+                ray.get(method.remote(), timeout=PROBE_S)
+            except GetTimeoutError:
+                continue  # busy (a rank waiting in the allreduce for a failed peer), not dead
+            except RayActorError:
+                return self.died(f"{name} died", role=name)
+        return None
+
+    def step_failure(self, pending: list) -> RunFailed:
+        """Name the member that died, not the survivors' symptom (a closed gloo connection, a failed sample)."""
+        return self.dead_member() or RunFailed("a learner step failed: " + first_error(pending))
+
+    def check_ranks(self, ready: list, pending: list) -> None:
+        try:
+            ray.get(ready)
+        except Exception as e:  # noqa: BLE001 - a survivor's error is a symptom; name the dead rank if there is one
+            raise self.step_failure(pending) from e
+
+    def recover_hung(self, consumer_version: int) -> None:
+        """Kill and recover each role that does not answer once a step stalled, as its death would be recovered;
+        a rule that holds the step, or a role past its restarts, ends the run with the stall's diagnosis."""
+        line, hung = self.diagnose(consumer_version)
+        if hung is None:
+            raise RunFailed(line)
+        r = self.roles.cfg.run
+        try:
+            self.recover(hung, hung.how or f"did not answer in {r.hung_probe_s:g}s after {r.stall_timeout_s:g}s "
+                         "without a learner step")
+        except RunFailed as e:
+            raise RunFailed(f"{line}; {e}", e.death, e.where) from e
+
+    def recover(self, hung: Hung, cause: str, generator_cause: str | None = None) -> None:
+        """Recover the hung shards and generators as their deaths would be; hung learner ranks are a death."""
+        if hung.learners or hung.death:  # past any role's own recovery: every role restarts (run.max_restarts)
+            raise self.died(hung.learners or hung.death)
+        for i in hung.shards:
+            self.recover_shard(i, cause)
+        for i in hung.generators:
+            self.recover_generator(i, generator_cause or cause)
+
+    def recover_shard(self, i: int, cause: str) -> None:
+        """Kill a hung shard: Ray restarts it in place, it restores its live snapshot and counts the restart
+        (buffer/shard_restarts), and the calls in flight to it are sent again. With no restart left, a death."""
+        cfg, replay = self.roles.cfg, self.roles.replay
+        allowed, used = shard_restarts(cfg), replay.restarts_seen(i)
+        if used >= allowed:
+            why = (f"run.max_shard_restarts={allowed} restarts are used up" if cfg.replay.snapshot_every_steps
+                   else "has no live snapshot to restart from (replay.snapshot_every_steps)")
+            raise self.died(f"replay shard {i} {cause} and {why}")
+        replay.kill(i)
+        deadlines.credit_restart(self.roles, i)  # after the kill: no call whose rollouts it lost is missed
+        print(f"replay shard {i} {cause}: killed, restarts from its live snapshot (restart {used + 1} of {allowed})",
+              file=sys.stderr, flush=True)
+
+    def recover_generator(self, i: int, cause: str) -> None:
+        """Replace generator i, which died or hung, up to run.max_generator_restarts times in the run."""
+        cfg = self.roles.cfg
+        limit = cfg.run.max_generator_restarts
+        if self.roles.restarts >= limit:
+            raise RunFailed(f"generator {i} {cause} and run.max_generator_restarts={limit} restarts are used up")
+        if cfg.sync.type == "nccl":  # the group's communicators are broken: every member must form it anew
+            raise self.died(f"generator {i} {cause} in the sync.type=nccl broadcast group, which re-forms when every "
+                            "role restarts from the newest checkpoint (run.max_restarts)")
+        self.replace_generator(i)
+        print(f"generator {i} {cause}: replaced (restart {self.roles.restarts} of {limit})", file=sys.stderr,
+              flush=True)
+
+    def check_generators(self) -> None:
+        """Replace a generator whose actor died (it reloads the newest weights); re-raise one that failed."""
+        slots = self.roles.slots
+        runs = [s.run for s in slots]
+        ended = set(ray.wait(runs, num_returns=len(runs), timeout=0)[0])  # one call per step, not one per generator
+        for i, s in enumerate(slots):
+            if s.run not in ended:
+                continue
+            try:
+                ray.get(s.run)
+            except (ActorDiedError, ActorUnavailableError) as e:
+                if dead_role(e, self.roles) in (None, f"generator {i}"):  # its own death, not one its call saw
+                    self.recover_generator(i, "died")
+                    continue
+                raise self.dead_member() or death_of(self.roles, e) from e  # a shard, the board: named, not this
+            except Exception as e:  # noqa: BLE001 - an insert into a dead shard lands here first
+                raise self.dead_member() or RunFailed(f"generator {i} failed: {one_line(e)}") from e
+            raise RunFailed(f"generator {i} stopped on its own; see its log")
+
+    def replace_generator(self, i: int) -> None:
+        roles = self.roles
+        s = roles.slots[i]
+        ray.kill(s.actor)  # one that hung; a dead one is gone already
+        # the calls the position has made: its actor's own count, which includes where that actor started; one
+        # that died before reporting made none beyond its start (counting rollouts from 0 repeated calls after a
+        # second replacement or a resume, a burst that inflated K_inf)
+        # (max: a report of the actor before may still arrive after its replacement started)
+        calls = max(s.stats.calls, s.first_call) if s.stats else s.first_call
+        # before the replacement reports: none is lost
+        deadlines.recovered(roles, [roles.reports.forget.remote(i)], ["generator reports"], f"generator {i}")
+        roles.reports_asked = None  # an answer asked before the forget would bring the old actor's numbers back
+        s.actor = self.spawn(i, calls)
+        s.run, s.stats, s.first_call = s.actor.run.remote(), None, calls
+        s.restarts += 1
+
+    def diagnose(self, consumer_version: int) -> tuple[str, Hung | None]:
+        """One line: who waits on what, from probes waited on together for at most run.hung_probe_s; and the roles
+        that hang, if any (hung_roles)."""
+        cfg, replay, slots = self.roles.cfg, self.roles.replay, self.roles.slots
+        n, t = cfg.rank_batch_size, len(replay.shards)
+        answers = probe_all([s.blocked_reason.remote(n, consumer_version) for s in replay.shards]
+                            + [s.actor.stats.remote() for s in slots]
+                            + [s.stats.remote() for s in replay.shards], cfg.run.hung_probe_s)
+        shards, gens, tables = answers[:t], answers[t:-t], answers[-t:]
+        gen_text = ", ".join(f"generator {i} " + (f"at version {g.version}, {g.rollouts} rollouts"
+                             if isinstance(g, GeneratorStats) else str(g)) for i, g in enumerate(gens))
+        shard_text = "; ".join(f"shard {i}: {r}" for i, r in enumerate(shards))
+        line = (f"stalled: no learner step for {cfg.run.stall_timeout_s:g}s (step {consumer_version + 1}); "
+                f"{shard_text}; {gen_text}; sync {cfg.sync.type}")
+        return line, hung_roles(shards, gens, consumer_version + 1, tables)
