@@ -223,7 +223,7 @@ def main() -> None:
         base = [*STUDY_BASE, *preset["set"], *args.set]
         plans[task] = (preset, base, run_specs(preset, base, out / task, TASKS[task]))
 
-    from replay_rl.driver.trainer import connect
+    from replay_rl.driver.session import connect
     from replay_rl.evaluation.warmstart import ensure_model
 
     t0 = time.perf_counter()

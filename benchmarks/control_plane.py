@@ -46,12 +46,13 @@ from buffer_throughput import make_batch
 from replay_rl.config import RunConfig
 from replay_rl.generation.reports import GeneratorReports, GeneratorStats
 from replay_rl.learner.group import LearnerGroup
-from replay_rl.driver.local_ray import init_local
+from replay_rl.driver.session import init_local
 from replay_rl.replay.client import ReplayClient, ShardDraws, create_shards
 from replay_rl.replay.limits import route
 from replay_rl.driver.roles import GeneratorSlot, Roles
 from replay_rl.sync.object_store import ObjectStorePublisher, ObjectStoreSubscriber, WeightBoard
-from replay_rl.driver.trainer import log_ray_to_file, run_roles
+from replay_rl.driver.session import log_ray_to_file
+from replay_rl.driver.trainer import run_roles
 
 # the Roles calls the loop makes every step; "update" calls "generator_stats"
 PHASES = ("learner_step", "publish", "check_generators", "replay_stats", "update", "generator_stats")

@@ -125,7 +125,7 @@ def train(config: Optional[Path] = ConfigOpt, set_: Optional[List[str]] = SetOpt
 
 def _exit_with_one_line(e: BaseException, cfg) -> None:
     from replay_rl.config import ConfigError
-    from replay_rl.driver.trainer import describe_failure
+    from replay_rl.driver.session import describe_failure
 
     if isinstance(e, KeyboardInterrupt):  # run() has already stopped every actor and Ray in its finally
         typer.echo("stopped: actors and Ray shut down, metrics so far are in " + cfg.run.output_dir, err=True)

@@ -75,7 +75,7 @@ def warm_model(tiny_cfg, init_model):
 @pytest.fixture(scope="session")
 def ray_cluster():
     ray = pytest.importorskip("ray")
-    from replay_rl.driver.local_ray import init_local
+    from replay_rl.driver.session import init_local
 
     init_local(num_cpus=2, include_dashboard=False, log_to_driver=False,
                runtime_env={"env_vars": {"HF_HUB_OFFLINE": "1", "HF_HUB_DISABLE_PROGRESS_BARS": "1"}})

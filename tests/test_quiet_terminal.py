@@ -6,7 +6,7 @@ import logging
 
 import ray
 
-from replay_rl.driver.trainer import log_ray_to_file
+from replay_rl.driver.session import log_ray_to_file
 
 
 def test_ray_driver_lines_go_to_ray_log(tmp_path, monkeypatch, capsys):

@@ -6,7 +6,7 @@ included."""
 import pytest
 import ray
 
-from replay_rl.driver import trainer
+from replay_rl.driver import session, trainer
 from replay_rl.config import RunConfig
 from replay_rl.driver.failures import RunFailed
 from replay_rl.driver.supervision import death_of
@@ -103,7 +103,7 @@ def test_error_log_keeps_every_restarts_cause_with_its_remote_traceback(ray_clus
     monkeypatch.setattr(trainer, "run_roles", run_roles)
     with pytest.raises(RunFailed) as failed:
         trainer.train(cfg)
-    line = trainer.describe_failure(failed.value, tmp_path / "error.log")
+    line = session.describe_failure(failed.value, tmp_path / "error.log")
     assert attempts == [0, 1] and "restarts are used up" in line
     assert "restart 1 of 1: learner rank 1 died (0); every role restarts from step 0" in capsys.readouterr().err
     log = (tmp_path / "error.log").read_text()

@@ -115,7 +115,7 @@ def start_cli_run(path, out) -> subprocess.Popen:
 def test_ctrl_c_and_sigterm_take_the_same_path():
     """Both signals get the handler that bounds cleanup and raises KeyboardInterrupt; the run below is stopped by
     SIGTERM, which without it would print Ray's native stack dump and exit 15."""
-    from replay_rl.driver.trainer import _interrupt, stop_on_signals
+    from replay_rl.driver.session import _interrupt, stop_on_signals
 
     replaced = stop_on_signals()
     try:
@@ -136,7 +136,7 @@ def test_sigterm_stops_the_run_and_its_ray_cluster(warm_model, tmp_path):
     proc.send_signal(sig)
     _, err = proc.communicate(timeout=300)  # idle: a few seconds; a loaded CI box was seen past 120 s
     assert proc.returncode == 130, err[-2000:]
-    # "stopped: actors and Ray shut down", or after trainer.SHUTDOWN_BOUND_S "stopped: cleanup did not finish ..."
+    # "stopped: actors and Ray shut down", or after session.SHUTDOWN_BOUND_S "stopped: cleanup did not finish ..."
     assert "\nstopped: " in "\n" + err and "SIGTERM received" not in err and "Traceback" not in err
     print(f"{sig.name} → exit in {time.monotonic() - t0:.1f}s")
     for _ in range(30):  # the run's own local cluster is gone (by its finally, or by the orphan guard)

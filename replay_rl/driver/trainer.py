@@ -8,75 +8,26 @@
 from __future__ import annotations
 
 import json
-import logging
-import os
-import signal
 import sys
-import threading
 import time
 from pathlib import Path
 
-import ray
 from ray.exceptions import ObjectLostError, RayActorError
 
 from replay_rl.analysis.accounting import ComputeLedger
-from replay_rl.driver.checkpoints import link_final_model
+from replay_rl.analysis.report import write_report
 from replay_rl.config import RunConfig
+from replay_rl.driver.checkpoints import link_final_model
 from replay_rl.driver.failures import RunFailed, log_error, resume_hint
 from replay_rl.driver.health import one_line, settle_nodes, with_lost_nodes
 from replay_rl.driver.launch import build
-from replay_rl.learner.group import LearnerStartTimeout
-from replay_rl.driver.local_ray import init_local
-from replay_rl.metrics import MetricsSink, namespaced
-from replay_rl.driver.orphan_guard import start_guard
-from replay_rl.driver.preflight import check_fits, preflight
-from replay_rl.analysis.report import write_report
+from replay_rl.driver.preflight import preflight
 from replay_rl.driver.run_folder import FolderLock, final_checkpoint, latest_own_checkpoint, save_checkpoint, start_run
+from replay_rl.driver.session import connect, disconnect, stop_on_signals
 from replay_rl.driver.supervision import death_of
 from replay_rl.evaluation.warmstart import ensure_model
-
-
-def connect(cfg: RunConfig) -> bool:
-    """Join the configured (or, under `ray job submit`, the ambient) cluster, else start a local one.
-    Returns True when this process started Ray and must shut it down."""
-    if ray.is_initialized():
-        return False
-    local = cfg.cluster.address is None and "RAY_ADDRESS" not in os.environ
-    # a submitted job already carries its runtime_env (cluster/submit.py); only a local cluster gets ours
-    env = {"env_vars": {"HF_HUB_OFFLINE": "1", "HF_HUB_DISABLE_PROGRESS_BARS": "1", "TOKENIZERS_PARALLELISM": "false"}}
-    # address="local" always starts a fresh cluster, never one that another process left running here
-    log_ray_to_file(Path(cfg.run.output_dir) / "ray.log")
-    if local:
-        init_local(include_dashboard=False, log_to_driver=False, num_cpus=max(2, os.cpu_count() or 2), runtime_env=env)
-    else:
-        ray.init(address=cfg.cluster.address, include_dashboard=False, log_to_driver=False)
-    check_fits(cfg, ray.cluster_resources())
-    if local:  # a driver killed with SIGKILL runs no finally: a guard process stops the cluster it started
-        node = ray._private.worker._global_node
-        start_guard([info.process.pid for infos in node.all_processes.values() for info in infos])
-    return local
-
-
-def log_ray_to_file(path: Path) -> None:
-    """Ray's own lines go to the run folder, not into the bar: its start-up lines (token auth, "Started a local
-    Ray instance"), its other loggers' warnings, and the cluster's errors its driver prints, such as
-    "(raylet) Task ReplayShardActor.sample failed ... killed by ray.kill" when a failed run stops its actors."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    handler = logging.FileHandler(path)
-    # "ray" and every Ray logger below it write to the file only ("ray._private" holds the start-up lines)
-    for name in ("ray", "ray._private"):
-        logger = logging.getLogger(name)
-        logger.handlers = [handler]
-        logger.setLevel(logging.INFO)
-        logger.propagate = False
-    # the driver's error thread prints to stdout through this function whatever log_to_driver says
-    ray._private.worker.print_to_stdstream = _to_ray_log
-
-
-def _to_ray_log(data: dict, ignore_prefix: bool = False) -> None:
-    """ray._private.worker.print_to_stdstream's stand-in: each line to the "ray._private" logger (ray.log)."""
-    for line in data.get("lines", []):
-        logging.getLogger("ray._private").info("(%s) %s", data.get("pid"), line)
+from replay_rl.learner.group import LearnerStartTimeout
+from replay_rl.metrics import MetricsSink, namespaced
 
 
 def ledger_for(cfg: RunConfig) -> ComputeLedger:
@@ -131,10 +82,7 @@ def train(cfg: RunConfig, progress=None) -> dict:
                 print(line, file=sys.stderr, flush=True)
         raise AssertionError("unreachable: the last attempt returns or raises")
     finally:
-        if owns_ray:
-            ray.shutdown()
-        for sig, handler in replaced.items():
-            signal.signal(sig, handler)
+        disconnect(owns_ray, replaced)
         lock.release()
 
 
@@ -223,41 +171,3 @@ def merge_disjoint(*parts: dict) -> dict:
             raise KeyError(f"metric keys {sorted(shared)} come from two sources; give each quantity one name")
         record |= part
     return record
-
-
-SHUTDOWN_BOUND_S = 60
-
-
-def bound_shutdown(seconds: float) -> None:
-    """After Ctrl-C / SIGTERM, cleanup gets `seconds`; then the process exits anyway (130) and the orphan guard
-    stops the local Ray it started. A loaded CI box once saw an interrupted run not exit within 300 s."""
-    def force_exit() -> None:
-        print(f"stopped: cleanup did not finish in {seconds:g}s; exiting, the run's Ray is stopped by its guard",
-              file=sys.stderr, flush=True)
-        os._exit(130)
-
-    timer = threading.Timer(seconds, force_exit)
-    timer.daemon = True
-    timer.start()
-
-
-def stop_on_signals() -> dict:
-    """Ctrl-C and SIGTERM (a scheduler's cancel, `kill`) stop the run: the finally in train() stops every actor and
-    this run's Ray, and a timer started at the signal bounds that cleanup, wherever the signal lands (start-up
-    included). Installed after ray.init, which sets a SIGTERM handler that only dumps native stacks. Returns the
-    handlers it replaced, which train() puts back when it returns (it may run inside a longer process)."""
-    if threading.current_thread() is not threading.main_thread():
-        return {}
-    return {sig: signal.signal(sig, _interrupt) for sig in (signal.SIGTERM, signal.SIGINT)}
-
-
-def _interrupt(signum, frame) -> None:
-    bound_shutdown(SHUTDOWN_BOUND_S)
-    raise KeyboardInterrupt
-
-
-def describe_failure(e: BaseException, log: Path) -> str:
-    """One line for the terminal (role and cause); the full traceback, with its causes, goes to `log` after the
-    causes of the run's restarts (failures.log_error)."""
-    log_error(log, f"run failed: {e if isinstance(e, RunFailed) else one_line(e)}", e)
-    return f"{e if isinstance(e, RunFailed) else one_line(e)} (traceback: {log})"

@@ -11,7 +11,7 @@ import pytest
 # the first ray.init raises `error`; the rest are Ray's own
 SCRIPT = textwrap.dedent("""
     import ray
-    from replay_rl.driver import local_ray
+    from replay_rl.driver import session
 
     calls, real = [], ray.init
 
@@ -23,7 +23,7 @@ SCRIPT = textwrap.dedent("""
 
     ray.init = init
     try:
-        local_ray.init_local(num_cpus=1, include_dashboard=False, log_to_driver=False)
+        session.init_local(num_cpus=1, include_dashboard=False, log_to_driver=False)
         print("starts", len(calls), "answer", ray.get(ray.remote(lambda: 41).remote()) + 1)
     except ValueError as e:
         print("starts", len(calls), "raised", e)
