@@ -22,7 +22,7 @@ from replay_rl.replay.budget_check import k_inf_past_budget
 from replay_rl.driver.run_folder import read_run_id
 
 # Ray titles an actor's worker `ray::<Class>`, and `ray::<Class>.<method>` while it runs a call
-ROLES = {"generator": "GeneratorImpl", "replay shard": "ReplayShardActor", "learner rank": "LearnerRankImpl",
+ROLES = {"generator": "GeneratorImpl", "replay shard": "ReplayShardImpl", "learner rank": "LearnerRankImpl",
          "weight board": "WeightBoard", "generator reports": "GeneratorReports", "evaluator": "EvaluatorImpl"}
 FAULTS = ("kill", "stop", "stop in checkpoint", "stop in publish")
 PUBLISH_TITLE = "ray::LearnerRankImpl.publish"  # rank 0 putting the new weights on the board

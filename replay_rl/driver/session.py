@@ -58,7 +58,7 @@ def disconnect(owns_ray: bool, replaced: dict) -> None:
 def log_ray_to_file(path: Path) -> None:
     """Ray's own lines go to the run folder, not into the bar: its start-up lines (token auth, "Started a local
     Ray instance"), its other loggers' warnings, and the cluster's errors its driver prints, such as
-    "(raylet) Task ReplayShardActor.sample failed ... killed by ray.kill" when a failed run stops its actors."""
+    "(raylet) Task ReplayShardImpl.sample failed ... killed by ray.kill" when a failed run stops its actors."""
     path.parent.mkdir(parents=True, exist_ok=True)
     handler = logging.FileHandler(path)
     # "ray" and every Ray logger below it write to the file only ("ray._private" holds the start-up lines)

@@ -10,6 +10,7 @@ import numpy as np
 from replay_rl.config import RunConfig
 from replay_rl.generation.backend import GenerationBackend, SamplingParams
 from replay_rl.tasks import Problem, Task, checked_reward
+from replay_rl.tasks.scoring import encode_prompts
 
 
 def pass_at_k(n: int, c: int, k: int) -> float:
@@ -23,10 +24,6 @@ def score(task: Task, tokenizer, problems: Sequence[Problem], completions) -> np
     """(len(problems), n) rewards."""
     return np.array([[checked_reward(task, p, tokenizer.decode(c.token_ids, skip_special_tokens=True))
                       for c in group] for p, group in zip(problems, completions)])
-
-
-def encode_prompts(tokenizer, problems: Sequence[Problem]) -> list[np.ndarray]:
-    return [np.asarray(tokenizer(p.prompt, add_special_tokens=False)["input_ids"], np.int32) for p in problems]
 
 
 def ks_reported(n: int) -> list[int]:

@@ -7,7 +7,7 @@ from typing import Callable, Iterable, Protocol, Sequence
 
 import numpy as np
 
-from replay_rl.config import GenerationConfig, ModelConfig
+from replay_rl.config import GenerationConfig
 from replay_rl.rollout import FINISH_LENGTH, FINISH_STOP
 
 
@@ -53,14 +53,3 @@ def sampling_params(cfg: GenerationConfig, n: int | None = None, greedy: bool = 
     return SamplingParams(0.0 if greedy else cfg.temperature, cfg.top_p, cfg.max_new_tokens,
                           cfg.group_size if n is None else n)
 
-
-def make_backend(gen: GenerationConfig, model: ModelConfig, model_path: str, device: str = "cpu", *,
-                 bucket_mb: float) -> GenerationBackend:
-    """bucket_mb: sync.bucket_mb, the most weight bytes a backend that serialises weights handles at once."""
-    match gen.backend.type:
-        case "transformers":
-            from replay_rl.generation.hf import HFBackend
-            return HFBackend(model_path, model.dtype, device)
-        case "vllm":
-            from replay_rl.generation.vllm import VLLMBackend
-            return VLLMBackend(model_path, model.dtype, gen.backend, int(bucket_mb * 2**20))

@@ -11,17 +11,18 @@ import ray
 import torch
 
 from replay_rl.config import RunConfig
-from replay_rl.evaluation.passk import encode_prompts
-from replay_rl.generation.backend import make_backend, sampling_params
+from replay_rl.generation.backend import sampling_params
+from replay_rl.generation.factory import make_backend
 from replay_rl.generation.reports import GeneratorStats
 from replay_rl.models.hf_folder import load_tokenizer
 from replay_rl.replay.client import ReplayClient
 from replay_rl.replay.limits import call_number, route
 from replay_rl.replay.shard import pace_for
-from replay_rl.rollout import Rollout, RolloutBatch, group_advantages
+from replay_rl.rollout import RolloutBatch
 from replay_rl.sync.base import load_if_newer
 from replay_rl.sync.factory import make_weight_sync
-from replay_rl.tasks import checked_reward, make_task
+from replay_rl.tasks import make_task
+from replay_rl.tasks.scoring import encode_prompts, score_groups
 
 
 def calls_dealt(generator_id: int, all_calls: int, generators: int) -> int:
@@ -116,17 +117,11 @@ class GeneratorImpl:
         version_before = self.backend.version
         groups = self.backend.generate(prompts, self.params, on_step=self._refresh_in_flight)
         self._busy += time.perf_counter() - t0 - (self._load_s - loading_before)  # in-flight loads are sync time
-        rollouts = []
-        for problem, prompt, group in zip(problems, prompts, groups):
-            rewards = np.array([checked_reward(self.task, problem, self.tokenizer.decode(c.token_ids,
-                                skip_special_tokens=True)) for c in group])
-            adv, base = group_advantages(rewards), float(rewards.mean())
-            gid = self.id * 10**9 + self._groups
-            self._groups += 1
-            for c, r, a in zip(group, rewards, adv):
-                rollouts.append(Rollout(prompt, c.token_ids, c.logprobs, float(r), float(a), base,
-                                        bool(r >= self.task.correct_threshold), gid, min(version_before, c.version),
-                                        c.version, version_before, self.id, c.finish))
+        # versions: the call started on version_before's weights; a completion may finish on newer ones (in flight)
+        first = self.id * 10**9 + self._groups  # group ids unique across generators
+        rollouts = score_groups(self.task, self.tokenizer, problems, prompts, groups, range(first, first + len(groups)),
+                                lambda c: (min(version_before, c.version), c.version, version_before), self.id)
+        self._groups += len(groups)
         self.client.insert(RolloutBatch.from_rollouts(rollouts), owner, call)
         self._rollouts += len(rollouts)
         return len(rollouts)

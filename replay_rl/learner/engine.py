@@ -21,6 +21,7 @@ from replay_rl.learner.agreement import Mismatch
 from replay_rl.learner.batching import MicroStats, micro_batches, to_learner_inputs
 from replay_rl.learner.logprobs import final_hidden_states, token_logprobs
 from replay_rl.learner.losses import LearnerInputs, make_loss
+from replay_rl.learner.optimizer import make_optimizer
 from replay_rl.models.hf_folder import load_model, load_tokenizer, save_model_folder
 from replay_rl.rollout import RolloutBatch
 from replay_rl.sync.buckets import Bucket, plan_buckets
@@ -79,8 +80,7 @@ class LearnerEngine:
                                                            self.cfg.model.attn_implementation)
         if self.cfg.learner.activation_checkpointing:
             model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
-        opt = torch.optim.AdamW(model.parameters(), lr=self.cfg.learner.lr, betas=self.cfg.learner.betas,
-                                weight_decay=self.cfg.learner.weight_decay)
+        opt = make_optimizer(model.parameters(), self.cfg.learner)
         self.engine, *_ = deepspeed.initialize(model=model, optimizer=opt,
                                                config=deepspeed_config(self.cfg, self.on_gpu))
         self.device = self.engine.device

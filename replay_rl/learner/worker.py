@@ -1,5 +1,5 @@
-"""LearnerRank: one learner rank as a Ray actor. step() = sample own shard → LearnerEngine.train_on (loss →
-backward → step); publish() sends the engine's weight buckets to the generators.
+"""LearnerRank: one learner rank as a Ray actor, holding its LearnerEngine. step() = sample own shard →
+engine.train_on (loss → backward → step); publish() sends the engine's weight buckets to the generators.
 
 All ranks form one torch.distributed group (gloo on CPU, NCCL on GPU) that the actors set up themselves, so no
 launcher is needed. The training itself lives in engine.py, which imports no Ray.
@@ -16,16 +16,34 @@ import ray
 from replay_rl.config import RunConfig
 from replay_rl.learner.engine import LearnerEngine
 from replay_rl.replay.client import ShardDraws
+from replay_rl.rollout import RolloutBatch
 from replay_rl.sync.factory import make_weight_sync
 from replay_rl.sync.object_store import ObjectStorePublisher
 
 
-class LearnerRankImpl(LearnerEngine):
+class LearnerRankImpl:
     def __init__(self, cfg: RunConfig, rank: int, model_path: str, shard, board, eval_board) -> None:
-        super().__init__(cfg, rank, model_path)
+        self.cfg, self.rank = cfg, rank
+        self.engine = LearnerEngine(cfg, rank, model_path)
         self.draws = ShardDraws(shard, cfg.rank_batch_size)
         self.publisher = make_weight_sync(cfg.sync, "publisher", board)
         self.eval_publisher = ObjectStorePublisher(eval_board)  # the evaluator always reads the object store
+
+    # the engine's own calls, which LearnerGroup makes on each rank
+    def setup(self, master_addr: str, master_port: int) -> None:
+        self.engine.setup(master_addr, master_port)
+
+    def train_on(self, batch: RolloutBatch, fresh: np.ndarray | None = None) -> dict[str, float]:
+        return self.engine.train_on(batch, fresh)
+
+    def full_state(self) -> dict:
+        return self.engine.full_state()
+
+    def save(self, path: str, tag: str) -> None:
+        self.engine.save(path, tag)
+
+    def load(self, path: str, tag: str) -> None:
+        self.engine.load(path, tag)
 
     def address(self) -> tuple[str, int]:
         """This node's IP and a free port: rank 0's becomes the group's rendezvous."""
@@ -38,7 +56,7 @@ class LearnerRankImpl(LearnerEngine):
         (all ranks together). draw_ahead: ask for the next step's batch as this one ends, so the shard serves it
         while the weights publish."""
         batch, info, wait = self.draws.take(consumer_version)
-        metrics = self.train_on(batch, fresh=info.ages == 0)
+        metrics = self.engine.train_on(batch, fresh=info.ages == 0)
         self.draws.feedback = {"grad_norm": metrics["grad_norm"], "entropy": metrics["entropy"]}
         if draw_ahead:
             self.draws.ahead(consumer_version + 1)
@@ -58,11 +76,12 @@ class LearnerRankImpl(LearnerEngine):
         t0 = time.perf_counter()
         if self.rank != 0:
             if self.cfg.learner.zero_stage == 3:
-                for _ in self.bucket_tensors(self.weight_plan):
+                for _ in self.engine.bucket_tensors(self.engine.weight_plan):
                     pass
             return None
-        plan = self.weight_plan
-        handle = (self.eval_publisher if for_eval else self.publisher).publish(plan, self.bucket_tensors(plan), version)
+        plan = self.engine.weight_plan
+        handle = (self.eval_publisher if for_eval else self.publisher).publish(plan, self.engine.bucket_tensors(plan),
+                                                                                version)
         return {"version": handle.version, "publish_bytes": handle.nbytes, "publish_s": time.perf_counter() - t0,
                 "publish_gather_s": handle.gather_s, "publish_send_s": handle.send_s}
 

@@ -16,6 +16,7 @@ import torch
 from replay_rl.config import RunConfig
 from replay_rl.learner.batching import to_learner_inputs
 from replay_rl.learner.losses import LearnerInputs, grpo_surrogates, make_loss, processed_logits
+from replay_rl.learner.optimizer import make_optimizer
 from replay_rl.rollout import RolloutBatch
 
 
@@ -54,8 +55,7 @@ class ProbeLearner:
         self.device = next(model.parameters()).device
         self.params = [p for p in model.parameters() if p.requires_grad]
         self.loss_fn = make_loss(cfg.learner.loss)
-        self.opt = torch.optim.AdamW(self.params, lr=cfg.learner.lr, betas=cfg.learner.betas,
-                                     weight_decay=cfg.learner.weight_decay)
+        self.opt = make_optimizer(self.params, cfg.learner)
 
     def step(self, batch: RolloutBatch) -> float:
         """One optimizer step on `batch`; returns the loss."""

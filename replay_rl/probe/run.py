@@ -21,15 +21,15 @@ import numpy as np
 import torch
 
 from replay_rl.config import ConfigError, RunConfig
-from replay_rl.evaluation.passk import encode_prompts
 from replay_rl.generation.backend import sampling_params
 from replay_rl.generation.hf import HFBackend
 from replay_rl.models.hf_folder import load_model, load_tokenizer
 from replay_rl.probe.estimators import Sketches
 from replay_rl.probe.gradients import CountSketch, ProbeLearner
 from replay_rl.probe.settings import ProbeSettings
-from replay_rl.rollout import Rollout, RolloutBatch, group_advantages
-from replay_rl.tasks import checked_reward, make_task
+from replay_rl.rollout import Rollout, RolloutBatch
+from replay_rl.tasks import make_task
+from replay_rl.tasks.scoring import encode_prompts, score_groups
 
 RESERVE_S = 45.0  # kept back from the time limit for the bootstrap, the plan draws and the files
 
@@ -106,15 +106,9 @@ class _Loop:
             t0 = time.perf_counter()
             groups = self.backend.generate(prompts, self.params)
             busy += time.perf_counter() - t0
-            for problem, prompt, group in zip(problems, prompts, groups):
-                rewards = np.array([checked_reward(self.task, problem, self.tok.decode(c.token_ids,
-                                    skip_special_tokens=True)) for c in group])
-                adv, base = group_advantages(rewards), float(rewards.mean())
-                for c, r, a in zip(group, rewards, adv):
-                    out.append(Rollout(prompt, c.token_ids, c.logprobs, float(r), float(a), base,
-                                       bool(r >= self.task.correct_threshold), self.groups, version, version,
-                                       version, 0, c.finish))
-                self.groups += 1
+            out += score_groups(self.task, self.tok, problems, prompts, groups,
+                                range(self.groups, self.groups + len(groups)), lambda c: (version, version, version), 0)
+            self.groups += len(groups)
         return out, busy
 
     def train(self, version: int) -> float:

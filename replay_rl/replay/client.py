@@ -25,7 +25,7 @@ def create_shards(cfg: RunConfig) -> list:
     """One shard per learner rank. With live snapshots, Ray restarts a shard that dies (it restores itself) and
     replays the calls that were in flight to it, so generators and learners keep their handles and go on."""
     restarts = shard_restarts(cfg)
-    return [ReplayShard.options(max_restarts=restarts, max_task_retries=-1 if restarts else 0).remote(cfg, i)
+    return [ReplayShard.options(max_restarts=restarts, max_task_retries=-1 if restarts else 0).remote(cfg, i, None)
             for i in range(cfg.cluster.learners)]
 
 

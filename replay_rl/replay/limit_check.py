@@ -108,9 +108,6 @@ def rate_limit_problem(s: LimitSetting, max_reuse: int | None) -> str | None:
     if max_reuse is not None and spi > max_reuse:
         return (f"replay.rate_limit.samples_per_insert: {spi:g} > replay.max_reuse={max_reuse}: items run out of "
                 f"uses before the ratio is met. Use samples_per_insert ≤ {max_reuse} or max_reuse ≥ {spi:g}")
-    if s.sample_size > s.capacity:
-        return (f"replay.capacity: a shard holds {s.capacity} items but a learner rank samples {s.sample_size}; "
-                f"use capacity ≥ {s.sample_size} per shard")
     if not s.tolerance:
         return None  # unset: the caller derives smallest_safe_tolerance()
     dead = find_deadlock(s)

@@ -29,8 +29,11 @@ class ReplayTimeout(TimeoutError):
 class ReplayShardImpl:
     """The shard's logic, as a plain class (the Ray actor below is this class under @ray.remote)."""
 
-    def __init__(self, cfg: RunConfig, shard_id: int, reconstructed: bool = False) -> None:
-        """reconstructed: Ray is restarting this shard after it died; it restores its newest live snapshot."""
+    def __init__(self, cfg: RunConfig, shard_id: int, reconstructed: bool | None = False) -> None:
+        """reconstructed: Ray is restarting this shard after it died; it restores its newest live snapshot.
+        None: ask Ray (the actor, which Ray restarts in place with the arguments it was created with)."""
+        if reconstructed is None:
+            reconstructed = ray.get_runtime_context().was_current_actor_reconstructed
         self.shard_id, self.timeout_s = shard_id, cfg.replay.sample_timeout_s
         # what the table's contents depend on; how often or how long it waits, or which of them it samples, does not
         replay = cfg.replay.model_dump(mode="json", exclude={"snapshot_every_steps", "sample_timeout_s",
@@ -166,13 +169,9 @@ class ReplayShardImpl:
             self._condition().notify_all()
 
 
-class ReplayShardActor(ReplayShardImpl):
-    def __init__(self, cfg: RunConfig, shard_id: int) -> None:
-        super().__init__(cfg, shard_id, reconstructed=ray.get_runtime_context().was_current_actor_reconstructed)
-
-
-# restarts are set per run by create_shards (they need live snapshots to restore from)
-ReplayShard = ray.remote(num_cpus=0)(ReplayShardActor)
+# restarts are set per run by create_shards (they need live snapshots to restore from); it passes
+# reconstructed=None, so a restarted shard asks Ray and restores its live snapshot
+ReplayShard = ray.remote(num_cpus=0)(ReplayShardImpl)
 
 
 def pace_for(cfg: RunConfig) -> Pace | None:

@@ -50,9 +50,12 @@ class BroadcastGroup:
         return self.pg.broadcast([tensor], opts)
 
 
-class _GroupMember:
-    def __init__(self, board, backend: str, timeout_s: float) -> None:
-        self.board, self.backend, self.timeout_s = board, backend, timeout_s
+class GroupSeat:
+    """A member's place in the broadcast group: empty until connect() forms the group, which every publish or
+    fetch then uses."""
+
+    def __init__(self, backend: str, timeout_s: float) -> None:
+        self.backend, self.timeout_s = backend, timeout_s
         self._group: BroadcastGroup | None = None
 
     def connect(self, host: str, port: int, rank: int, world_size: int) -> None:
@@ -66,7 +69,17 @@ class _GroupMember:
         return self._group
 
 
-class CollectivePublisher(_GroupMember):
+class CollectivePublisher:
+    def __init__(self, board, backend: str, timeout_s: float) -> None:
+        self.board, self.seat = board, GroupSeat(backend, timeout_s)
+
+    def connect(self, host: str, port: int, rank: int, world_size: int) -> None:
+        self.seat.connect(host, port, rank, world_size)
+
+    @property
+    def group(self) -> BroadcastGroup:
+        return self.seat.group
+
     def publish(self, plan: list[Bucket], buckets: Iterable[list[torch.Tensor]], version: int) -> WeightHandle:
         """Double-buffered: bucket k+1 is packed while bucket k is on the wire (at most 2 packed buckets)."""
         ray.get(self.board.set.remote(WeightHandle(version, plan_bytes(plan), plan, None)))  # announce, then send
@@ -84,10 +97,16 @@ class CollectivePublisher(_GroupMember):
         return WeightHandle(version, plan_bytes(plan), plan, None, gather_s, send_s)
 
 
-class CollectiveSubscriber(_GroupMember):
+class CollectiveSubscriber:
     def __init__(self, board, backend: str, timeout_s: float) -> None:
-        super().__init__(board, backend, timeout_s)
-        self.watch = BoardWatch(board)
+        self.board, self.seat, self.watch = board, GroupSeat(backend, timeout_s), BoardWatch(board)
+
+    def connect(self, host: str, port: int, rank: int, world_size: int) -> None:
+        self.seat.connect(host, port, rank, world_size)
+
+    @property
+    def group(self) -> BroadcastGroup:
+        return self.seat.group
 
     def latest(self) -> WeightHandle | None:
         return ray.get(self.board.latest.remote())
