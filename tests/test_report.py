@@ -1,5 +1,5 @@
 """`replay-rl report`: PNGs drawn from the files a run writes, several runs on shared axes; a folder that is not a
-run gets one line and exit 2. The end-to-end train test checks that every run draws them (test_trainer.py)."""
+run gets one line and exit 2. The end-to-end train test checks that every run draws them (test_trainer_runs.py)."""
 
 import json
 import subprocess

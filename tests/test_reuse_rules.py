@@ -7,7 +7,7 @@ import pytest
 from replay_rl.metrics import read_metrics
 from replay_rl.replay.reuse_controller import SpikeController
 from replay_rl.driver.trainer import train
-from tests.test_trainer import run_cfg
+from tests.runs import run_cfg
 
 pytestmark = [pytest.mark.slow, pytest.mark.ray, pytest.mark.deepspeed]
 STEPS = 8

@@ -1,6 +1,6 @@
 """A run folder belongs to one run: another run's folder is refused in one line, run.overwrite starts over, the run id
 carries across resumes, and a second driver is kept out by the folder's lock. No Ray here (the end-to-end runs that
-own their final model and extend a finished run are in test_trainer.py)."""
+own their final model and extend a finished run are in test_trainer_runs.py)."""
 
 import json
 import os

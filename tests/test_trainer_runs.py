@@ -1,0 +1,201 @@
+"""Tier 3: the whole system, through the CLI and the trainer API, on the warm-started tiny model."""
+
+import hashlib
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+from safetensors.torch import load_file
+
+from replay_rl.config import ConfigError, RunConfig
+from replay_rl.metrics import read_metrics
+from replay_rl.replay.shard import pace_for
+from replay_rl.analysis.report import PLOTS
+from replay_rl.driver.trainer import build, train
+from tests.runs import run_cfg
+
+pytestmark = [pytest.mark.slow, pytest.mark.ray, pytest.mark.deepspeed]
+
+
+def test_cli_train_replay_mode_writes_metrics(warm_model, tmp_path):
+    path, _ = warm_model
+    out = tmp_path / "cli"
+    env = {**os.environ, "HF_HUB_OFFLINE": "1"}
+    proc = subprocess.run([sys.executable, "-m", "replay_rl.cli", "train", "-s", f"model.path={path}",
+                           "-s", f"run.output_dir={out}", "-s", "run.steps=4", "-s", "run.eval_every=2",
+                           "-s", "run.eval_prompts=40", "-s", "learner.batch_size=32"], capture_output=True, text=True, env=env, timeout=600)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    summary = proc.stdout.strip().splitlines()
+    assert summary[0].startswith("pass@1 (greedy, 40 held-out problems): ") and "at step 0 →" in summary[0]
+    assert summary[1].startswith("compute: ") and f"{out}/final_model/" in summary[2]
+    assert (out / "final_model" / "config.json").is_file() and (out / "checkpoints" / "step_4").is_dir()
+    assert summary[3] == f"look: {out}/plots/*.png, or tensorboard --logdir {out}/tb"
+    assert sorted(p.name for p in (out / "plots").iterdir()) == sorted(PLOTS)
+    assert any((out / "tb").iterdir())  # tensorboard is a base dependency: every run writes tb/
+    rows = read_metrics(out / "metrics.jsonl", "train")
+    assert rows[-1]["ledger/k_train"] == 4 * 32 and rows[-1]["ledger/k_inf"] >= 64
+    assert [r["step"] for r in rows] == [1, 2, 3, 4]
+    assert all(r["ledger/mu"] > 0 and r["ledger/gamma"] > 0 for r in rows)
+    assert all("batch/age_mean" in r and "buffer/age_mean" in r and "batch/clip_fraction" in r for r in rows)
+    # an eval at step 0 (where RL starts) and every run.eval_every steps; compute on the paper's axis
+    assert [r["step"] for r in read_metrics(out / "metrics.jsonl", "eval")] == [0, 2, 4]
+    last = rows[-1]
+    assert last["ledger/compute"] == pytest.approx((last["ledger/k_train"] + 5.28 * last["ledger/k_inf"]) / 32)
+    assert json.loads((out / "config.json").read_text())["replay"]["type"] == "fifo"
+
+
+def test_on_policy_mode_uses_each_rollout_once_also_across_a_resume(ray_cluster, warm_model, tmp_path):
+    """The consume-once baseline, resumed from its step-2 checkpoint: the call its snapshot caught in part is made
+    again (Roles.resume rounds down), since a shard short of a credited share would wait for it for ever; K_inf
+    stays within the pace's budget but for that call, and each rollout is trained on once."""
+    path, _ = warm_model
+    out, args = tmp_path / "op", ("replay.type=lifo_once", "replay.capacity=256", "run.checkpoint_every=2")
+    train(run_cfg(path, out, "run.steps=2", *args))
+    final = train(run_cfg(path, out, "run.steps=4", "run.resume_from=auto", *args))
+    assert final["step"] == 4 and final["buffer/evicted_consumed"] == 4 * 32 and final["ledger/k_train"] == 4 * 32
+    rows = read_metrics(out / "metrics.jsonl", "train")
+    assert [r["step"] for r in rows] == [1, 2, 3, 4] and all(r["batch/reuse_mean"] == 1.0 for r in rows)
+    cfg = run_cfg(path, out, *args)
+    assert final["ledger/k_inf"] < pace_for(cfg).budget(4) + 2 * cfg.generation.rollouts_per_call
+
+
+def test_a_run_owns_its_folder_and_a_finished_run_extends_to_more_steps(ray_cluster, warm_model, tmp_path):
+    """Issue 28's reproduction: a second run (another seed and LR) in a used folder handed out the first run's
+    step-4 checkpoint as its final model. Now it is refused in one line; started over (run.overwrite) it saves its
+    own. That run, finished, is then extended from 4 to 8 steps with resume_from=auto, as the study extends runs:
+    its metrics up to step 4 stay byte for byte, steps, evals and the ledger go on, replay_stats.json is rewritten."""
+    path, _ = warm_model
+    out, second = tmp_path / "used", ("run.seed=1", "learner.lr=1e-3", "run.eval_every=4", "run.eval_prompts=20")
+    model = out / "final_model" / "model.safetensors"
+    train(run_cfg(path, out, "run.steps=4", "run.seed=0", "run.eval_every=4", "run.eval_prompts=20"))
+    first = hashlib.sha256(model.read_bytes()).hexdigest()
+    with pytest.raises(ConfigError, match=r"holds another run's checkpoints and metrics.jsonl: continue that run "
+                                          r"with run.resume_from=auto, start over there with run.overwrite=true"):
+        train(run_cfg(path, out, "run.steps=4", *second))
+    train(run_cfg(path, out, "run.steps=4", *second, "run.overwrite=true"))
+    assert hashlib.sha256(model.read_bytes()).hexdigest() != first
+    run_id = json.loads((out / "run.json").read_text())["run_id"]
+    assert json.loads((out / "checkpoints" / "step_4" / "run.json").read_text())["run_id"] == run_id
+    metrics, stats = (out / "metrics.jsonl").read_text(), (out / "replay_stats.json").read_text()
+    inode = (out / "metrics.jsonl").stat().st_ino
+
+    cfg = run_cfg(path, out, "run.steps=8", *second, "run.resume_from=auto")
+    final = train(cfg)
+    assert (out / "metrics.jsonl").read_text().startswith(metrics)  # the part already run is kept as it was,
+    assert (out / "metrics.jsonl").stat().st_ino == inode               # and not even rewritten
+    rows = read_metrics(out / "metrics.jsonl")
+    train_rows = [r for r in rows if r["kind"] == "train"]
+    assert [r["step"] for r in train_rows] == list(range(1, 9)) and final["step"] == 8
+    assert [r["step"] for r in rows if r["kind"] == "eval"] == [0, 4, 8]
+    assert [r["ledger/k_train"] for r in train_rows] == [32 * s for s in range(1, 9)]
+    for key in ("ledger/k_inf", "ledger/compute", "ledger/wall_s"):  # the ledger goes on from step 4's
+        assert all(a[key] <= b[key] for a, b in zip(train_rows, train_rows[1:])), key
+    rpc = cfg.generation.rollouts_per_call  # Roles.resume may make again the call its snapshot caught in part
+    assert final["ledger/k_inf"] <= pace_for(cfg).budget(8) + rpc
+    assert json.loads((out / "replay_stats.json").read_text())["inserts"] > json.loads(stats)["inserts"]
+    assert json.loads((out / "run.json").read_text())["run_id"] == run_id
+    assert json.loads((out / "checkpoints" / "step_8" / "run.json").read_text())["run_id"] == run_id
+    assert os.readlink(out / "final_model") == "checkpoints/step_8/hf_model"
+
+
+def test_the_papers_split_with_n_equal_to_b_runs_past_the_old_stall(ray_cluster, warm_model, tmp_path):
+    """W=5, T=3, N=B=129 (issue 21's command, to its 60 steps) stopped at step 15: each generator dealt its calls
+    from shard 0, so shard 2 stayed one rollout short of ⌊required/3⌋ for ever. 60 steps pass step 15 and five
+    whole periods of the deal (W·T·rpc / R = 480 / 40.7 ≈ 12 steps); pace_check covers every other setting."""
+    path, _ = warm_model
+    out = tmp_path / "w5t3"
+    steps = 60
+    final = train(run_cfg(path, out, "cluster.generators=5", "cluster.learners=3", "cluster.cpus_per_actor=0.2",
+                          "learner.batch_size=129", "replay.capacity=129", f"run.steps={steps}",
+                          f"run.eval_every={steps}", "run.eval_prompts=20"))
+    rows = read_metrics(out / "metrics.jsonl", "train")
+    assert final["step"] == steps and [r["step"] for r in rows] == list(range(1, steps + 1))
+    # R = 129 / (5.28·3/5) fresh rollouts a step, exactly: the last step waited for required(59) = B + 59·R, and
+    # generators holding version 60 may have started calls (32 rollouts each) up to budget(60) = B + 60·R
+    r = 129 / (5.28 * 3 / 5)
+    assert 129 + (steps - 1) * r <= final["ledger/k_inf"] <= 129 + steps * r + 32
+
+
+def test_ladder_rung_one_fifo_at_replay_ratio_one_is_the_baseline(ray_cluster, warm_model, tmp_path):
+    """The sanity ladder's first rung, mechanically: a FIFO of N=B paced at replay ratio 1 (μ·T/W = 1) refills with
+    one fresh batch per step, so every rollout is used once and the batch is at most lead_steps−1 versions old."""
+    path, _ = warm_model
+    out = tmp_path / "rung1"
+    final = train(run_cfg(path, out, "replay.capacity=32", "run.steps=6",
+                          "cluster.emulate={mu: 1.0, generators: 3, learners: 3}"))
+    rows = read_metrics(out / "metrics.jsonl", "train")
+    assert final["step"] == 6 and all(r["batch/reuse_mean"] == 1.0 and r["batch/age_mean"] <= 1.0 for r in rows)
+    assert final["buffer/replay_ratio"] <= 1.0
+    # compute = (K_train + μ·K_inf)/B: with μ=1 and each rollout used once, two trainer-step equivalents a step
+    assert final["ledger/compute"] == pytest.approx((final["ledger/k_train"] + final["ledger/k_inf"]) / 32)
+
+
+def test_broadcast_weight_sync_end_to_end(ray_cluster, warm_model, tmp_path):
+    """sync.type=nccl runs the same broadcast group on gloo here: generators must follow the learner's versions."""
+    path, _ = warm_model
+    final = train(run_cfg(path, tmp_path / "bc", "sync.type=nccl", "sync.backend=gloo", "run.steps=4"))
+    assert final["step"] == 4 and final["ledger/sync_bytes"] >= 4 * final["sync/publish_bytes"] > 4 * 400_000
+    rows = read_metrics(tmp_path / "bc" / "metrics.jsonl", "train")
+    assert rows[-1]["ledger/generator_version_min"] >= 2  # every generator received broadcast weights
+
+
+def test_checkpoint_resumes_same_step_weights_and_buffer(ray_cluster, warm_model, tmp_path):
+    path, _ = warm_model
+    cfg = run_cfg(path, tmp_path / "ck", "run.steps=3", "run.checkpoint_every=3")
+    train(cfg)
+    ckpt = tmp_path / "ck" / "checkpoints" / "step_3"
+    saved = load_file(str(ckpt / "hf_model" / "model.safetensors"))
+    manifests = [json.loads((ckpt / "replay" / f"shard_{i}" / "manifest.json").read_text()) for i in range(2)]
+    assert_real_checkpoint_is_verified(ckpt, tmp_path / "copies")
+    resumed_cfg = run_cfg(path, tmp_path / "ck2", "run.steps=3", f"run.resume_from={ckpt}")
+    roles = build(resumed_cfg, str(Path(path).resolve()))
+    try:
+        from replay_rl.driver.trainer import ledger_for
+        ledger = ledger_for(resumed_cfg)
+        assert roles.resume(str(ckpt), ledger) == 3 and ledger.k_train == 3 * 32
+        state = roles.learners.full_state()[0]
+        assert all(torch.equal(state[k], saved[k]) for k in saved)
+        stats = roles.replay.shard_stats()
+        assert [s.size for s in stats] == [m["counters"]["stats"]["size"] for m in manifests]
+        assert [s.inserts for s in stats] == [m["counters"]["stats"]["inserts"] for m in manifests]
+    finally:
+        roles.shutdown()
+
+
+def assert_real_checkpoint_is_verified(ckpt: Path, copies: Path) -> None:
+    """The DeepSpeed files of a real save are in its manifest; a changed one, or a pickle planted beside them, is
+    refused by the start that would resume it (before Ray, before any load), in one line naming the file."""
+    from replay_rl.driver.checkpoints import MANIFEST, verify
+    from replay_rl.driver.run_folder import start_run
+
+    listed = json.loads((ckpt / MANIFEST).read_text())["sha256"]
+    assert {"latest", "step_3/mp_rank_00_model_states.pt", "step_3/zero_pp_rank_1_mp_rank_00_optim_states.pt",
+            "zero_to_fp32.py"} <= set(listed)
+    verify(ckpt)
+    for name, change in (("step_3/mp_rank_00_model_states.pt", lambda f: f.write_bytes(f.read_bytes()[:-1] + b"x")),
+                         ("step_3/zero_pp_rank_2_mp_rank_00_optim_states.pt", lambda f: torch.save({}, f))):
+        copy = copies / name.replace("/", "_") / "step_3"
+        shutil.copytree(ckpt, copy)
+        change(copy / name)
+        cfg = RunConfig.load(None, [f"run.output_dir={copies / 'out'}", f"run.resume_from={copy}"])
+        with pytest.raises(ConfigError, match=rf"^checkpoint {copy} refused: {name} (does not match|is not listed)"):
+            start_run(cfg, copies / "out")
+
+
+@pytest.mark.parametrize("correction", ["tis", "icepop", "mis"])
+def test_each_off_policy_correction_trains_the_testbed_for_50_steps(ray_cluster, warm_model, tmp_path, correction):
+    path, _ = warm_model
+    out = tmp_path / correction
+    final = train(run_cfg(path, out, "run.steps=50", "run.eval_every=50", "run.eval_prompts=20",
+                          f"learner.loss.correction={correction}", "learner.loss.correction_cap=1.5"))
+    rows = read_metrics(out / "metrics.jsonl", "train")
+    assert final["step"] == 50 and [r["step"] for r in rows] == list(range(1, 51))
+    assert all(0 < r["correction/ess"] <= 1 + 1e-9 and 0 <= r["correction/changed_fraction"] <= 1 for r in rows)
+    assert all(np.isfinite(r["batch/loss"]) for r in rows)
+    assert max(r["correction/changed_fraction"] for r in rows) > 0  # replayed, stale rollouts get corrected
