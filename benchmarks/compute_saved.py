@@ -205,6 +205,9 @@ def main() -> None:
     ap.add_argument("--report-only", action="store_true",
                     help="run nothing: summarise the finished runs already in --out (a study stopped part-way); "
                          "without it, finished runs in --out are kept and only the rest run")
+    ap.add_argument("--no-extend", action="store_true",
+                    help="summarise at the preset's base budget: its longer runs neither run nor count (the report "
+                         "of a study whose extension has not run yet)")
     args = ap.parse_args()
     out, plans = Path(args.out), {}
     try:
@@ -216,6 +219,8 @@ def main() -> None:
     if keep and keep - rows:
         ap.error(f"--configs: {sorted(keep - rows)} not in preset {args.preset!r}; choose from {sorted(rows)}")
     for task, preset in presets.items():
+        if args.no_extend:
+            preset |= {"extend": 0}
         if args.seeds:
             preset |= {"seeds": args.seeds, "sensitivity_seeds": min(args.seeds, preset["sensitivity_seeds"])}
         if keep:  # a task without the named rows runs only its baseline

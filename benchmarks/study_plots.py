@@ -56,9 +56,10 @@ def pass_at_k_plot(plt, at_best: dict):
             at = [np.median([np.interp(budget, r["compute"], r["pass_at_k"][str(k)]) for r in runs]) for k in ks]
             ax.plot(ks, at, marker="o", label=name)
         ax.set(xscale="log", xlabel="k", title=f"compute {budget:.0f}")
-    axes[0].set_ylabel("pass@k (median over seeds)")
+    axes[0].set_ylabel("sampled pass@k (median over seeds)")
     axes[0].legend(fontsize=7)
-    fig.suptitle("pass@k at equal compute, each row at its best LR")
+    fig.suptitle("pass@k at equal compute from run.eval_k samples a problem (k = 1: their mean, not greedy), "
+                 "each row at its best LR")
     return fig
 
 

@@ -15,6 +15,17 @@ from replay_rl.analysis.study import smooth
 from replay_rl.evaluation.warmstart import model_checksum
 
 
+def pass_at_k_curves(evals: list[dict]) -> dict[str, list[float]]:
+    """pass@k per k from the eval rows' n samples a problem. k = 1 is the sampled pass@1 of those same samples:
+    eval/pass@1 is greedy, a different policy, which read above pass@2 on the plot."""
+    last = evals[-1]
+    ks = {key.removeprefix("eval/pass@"): key for key in last
+          if key.startswith("eval/pass@") and key.removeprefix("eval/pass@").isdigit() and key != "eval/pass@1"}
+    if "eval/pass@1_sampled" in last:
+        ks = {"1": "eval/pass@1_sampled", **ks}
+    return {k: [r[key] for r in evals] for k, key in ks.items()}
+
+
 def load_run(cfg: RunConfig) -> dict:
     """What the study keeps of one finished run: its eval curve with counts, per-step learner stats, histograms."""
     out = Path(cfg.run.output_dir)
@@ -33,8 +44,7 @@ def load_run(cfg: RunConfig) -> dict:
             "pass@1": col(evals, "eval/pass@1"), f"pass@{k}": col(evals, f"eval/pass@{k}"),
             "eval_problems": evals[-1]["eval/eval_problems"], "train_steps": col(trains, "step"),
             "entropy": col(trains, "batch/entropy"), "reward": col(trains, "batch/reward_mean"),
-            "pass_at_k": {key.removeprefix("eval/pass@"): col(evals, key) for key in evals[-1]
-                          if key.startswith("eval/pass@") and key.removeprefix("eval/pass@").isdigit()},
+            "pass_at_k": pass_at_k_curves(evals),
             "model_sha256": model_checksum(cfg.model.path), "seed": cfg.run.seed,
             "overlap_prev": [r.get("buffer/overlap_prev") for r in trains], "age_mean": col(trains, "batch/age_mean"),
             "clip_fraction": col(trains, "batch/clip_fraction"), "ratio_mean": col(trains, "batch/ratio_mean"),
