@@ -74,6 +74,11 @@ class RolloutBatch:
     def __len__(self) -> int:
         return len(self.prompt_offsets) - 1
 
+    def truncated_share(self) -> float:
+        """Share of rows cut at max_new_tokens (FINISH_LENGTH): scored 0, so a high share means the cap, not the
+        model, decides the rewards (the learner logs it as batch/truncated_share)."""
+        return float((self.finish == FINISH_LENGTH).mean()) if len(self) else 0.0
+
     @classmethod
     def from_rollouts(cls, rollouts: Sequence[Rollout]) -> "RolloutBatch":
         pt, po = pack_ragged([r.prompt_ids for r in rollouts], np.int32)

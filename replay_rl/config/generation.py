@@ -39,7 +39,8 @@ class GenerationConfig(_Section):
     """Nucleus sampling for training rollouts. Stored log-probs are renormalised over the nucleus and the learner
     applies the same nucleus to π_θ; below 1 cuts the long tail at the cost of some exploration."""
     max_new_tokens: int = Field(8, ge=1)
-    """Completion length cap in tokens; a completion cut off gets the reward of what it wrote."""
+    """Completion length cap in tokens. A completion cut off here (no EOS) gets reward 0, and is counted in
+    batch/truncated_share (the learner's batch) and eval/truncated_share (greedy eval)."""
 
     @property
     def rollouts_per_call(self) -> int:

@@ -48,6 +48,10 @@ class ModelConfig(_Section):
     extra; no warm start: it is pretrained)."""
     tiny: TinyModelSpec = TinyModelSpec()
     """Shape of the model built when `path` is missing and create_if_missing is true."""
+    chat_template: bool = False
+    """Render each prompt as one user message through the tokenizer's chat template, generation prompt (the
+    assistant header) appended, as instruct models are trained to be asked. False: the task's prompt text as is
+    (the tiny models, which have no template)."""
     dtype: Literal["float32", "bfloat16"] = "float32"
     """Learner and generator dtype. bfloat16 on GPUs; float32 on CPU (bf16 matmuls are slow there)."""
     attn_implementation: Literal["sdpa", "eager", "flash_attention_2"] = "sdpa"

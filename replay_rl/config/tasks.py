@@ -25,6 +25,12 @@ class ArithmeticTaskConfig(_TaskCommon):
     """Numbers added per problem; more is harder."""
     eval_size: int = Field(1000, ge=1)
     """Held-out problems (at most what the split holds: about 1000 for 2 digits)."""
+    prompt_template: str = "{expr}="
+    """The prompt text, with `{expr}` the sum (`12+34`). An instruct model is asked in words, e.g. "What is
+    {expr}? Answer with just the number.", and model.chat_template wraps it as a user turn."""
+    answer: Literal["exact", "last_number"] = "exact"
+    """How a completion is read. exact: the whole completion, stripped, must be the sum (a model taught the
+    format). last_number: the last number written ("12+34 = 46." reads 46), as a user reads a chatty answer."""
 
 
 class CountdownTaskConfig(_TaskCommon):

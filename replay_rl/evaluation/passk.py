@@ -9,7 +9,8 @@ import numpy as np
 
 from replay_rl.config import RunConfig
 from replay_rl.generation.backend import GenerationBackend, SamplingParams
-from replay_rl.tasks import Problem, Task, checked_reward
+from replay_rl.rollout import FINISH_LENGTH
+from replay_rl.tasks import Problem, Task, rollout_reward
 from replay_rl.tasks.scoring import encode_prompts
 
 
@@ -21,8 +22,9 @@ def pass_at_k(n: int, c: int, k: int) -> float:
 
 
 def score(task: Task, tokenizer, problems: Sequence[Problem], completions) -> np.ndarray:
-    """(len(problems), n) rewards."""
-    return np.array([[checked_reward(task, p, tokenizer.decode(c.token_ids, skip_special_tokens=True))
+    """(len(problems), n) rewards; a completion cut at max_new_tokens gets 0 (tasks.rollout_reward)."""
+    return np.array([[rollout_reward(task, p, tokenizer.decode(c.token_ids, skip_special_tokens=True),
+                                     c.finish == FINISH_LENGTH)
                       for c in group] for p, group in zip(problems, completions)])
 
 
@@ -36,28 +38,36 @@ def chunks(problems: Sequence[Problem], batch: int):
 
 
 def greedy_scores(backend: GenerationBackend, tokenizer, task: Task, problems: Sequence[Problem],
-                  max_new_tokens: int, batch: int = 64) -> np.ndarray:
-    """(len(problems),) reward of each problem's greedy completion."""
-    return np.concatenate([score(task, tokenizer, chunk, backend.generate(
-        encode_prompts(tokenizer, chunk), SamplingParams(0.0, 1.0, max_new_tokens, 1)))[:, 0]
-        for chunk in chunks(problems, batch)])
+                  max_new_tokens: int, batch: int = 64, chat: bool = False,
+                  truncated: list[bool] | None = None) -> np.ndarray:
+    """(len(problems),) reward of each problem's greedy completion. truncated: a list that gets, per problem,
+    whether its completion was cut at max_new_tokens."""
+    out = []
+    for chunk in chunks(problems, batch):
+        groups = backend.generate(encode_prompts(tokenizer, chunk, chat), SamplingParams(0.0, 1.0, max_new_tokens, 1))
+        out.append(score(task, tokenizer, chunk, groups)[:, 0])
+        if truncated is not None:
+            truncated.extend(g[0].finish == FINISH_LENGTH for g in groups)
+    return np.concatenate(out)
 
 
 def greedy_accuracy(backend: GenerationBackend, tokenizer, task: Task, *, n_problems: int,
-                    max_new_tokens: int) -> float:
+                    max_new_tokens: int, chat: bool = False) -> float:
     """Greedy pass@1 on the first n_problems of the held-out split: what a run reports as eval/pass@1."""
-    g = greedy_scores(backend, tokenizer, task, task.eval_problems()[:n_problems], max_new_tokens)
+    g = greedy_scores(backend, tokenizer, task, task.eval_problems()[:n_problems], max_new_tokens, chat=chat)
     return float((g >= task.correct_threshold).mean())
 
 
 def evaluate(backend: GenerationBackend, tokenizer, task: Task, *, n_problems: int, n: int, temperature: float,
-             max_new_tokens: int, batch: int = 64) -> dict[str, float]:
+             max_new_tokens: int, batch: int = 64, chat: bool = False) -> dict[str, float]:
     """Greedy pass@1, and from n samples per problem the sampled pass@1 and pass@k for each k of ks_reported(n)
-    (unbiased: one draw of n samples serves every k, so pass@2..pass@n cost no more than pass@n)."""
+    (unbiased: one draw of n samples serves every k, so pass@2..pass@n cost no more than pass@n).
+    truncated_share: the share of greedy completions cut at max_new_tokens (scored 0)."""
     problems = task.eval_problems()[:n_problems]
-    g = greedy_scores(backend, tokenizer, task, problems, max_new_tokens, batch)
+    cut: list[bool] = []
+    g = greedy_scores(backend, tokenizer, task, problems, max_new_tokens, batch, chat, cut)
     s = np.concatenate([score(task, tokenizer, chunk, backend.generate(
-        encode_prompts(tokenizer, chunk), SamplingParams(temperature, 1.0, max_new_tokens, n)))
+        encode_prompts(tokenizer, chunk, chat), SamplingParams(temperature, 1.0, max_new_tokens, n)))
         for chunk in chunks(problems, batch)])
     correct = (s >= task.correct_threshold).sum(axis=1)
     return {
@@ -65,6 +75,7 @@ def evaluate(backend: GenerationBackend, tokenizer, task: Task, *, n_problems: i
         "pass@1_sampled": float((s >= task.correct_threshold).mean()),
         **{f"pass@{k}": float(np.mean([pass_at_k(n, int(c), k) for c in correct])) for k in ks_reported(n)},
         "mean_reward_greedy": float(g.mean()),
+        "truncated_share": float(np.mean(cut)),
         "eval_problems": float(len(problems)),
     }
 
@@ -73,4 +84,5 @@ def evaluate_for_run(backend: GenerationBackend, tokenizer, task: Task, cfg: Run
                      k: int | None = None) -> dict[str, float]:
     """evaluate() with the run's eval settings (run.eval_prompts, n = run.eval_k, generation.eval_temperature)."""
     return evaluate(backend, tokenizer, task, n_problems=cfg.run.eval_prompts, n=k or cfg.run.eval_k,
-                    temperature=cfg.generation.eval_temperature, max_new_tokens=cfg.generation.max_new_tokens)
+                    temperature=cfg.generation.eval_temperature, max_new_tokens=cfg.generation.max_new_tokens,
+                    chat=cfg.model.chat_template)

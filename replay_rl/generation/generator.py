@@ -112,7 +112,7 @@ class GeneratorImpl:
         self._calls += 1
         self.refresh_weights()
         problems = self.task.sample_train(self.cfg.generation.prompts_per_call, self.rng)
-        prompts = encode_prompts(self.tokenizer, problems)
+        prompts = encode_prompts(self.tokenizer, problems, self.cfg.model.chat_template)
         t0, loading_before = time.perf_counter(), self._load_s
         version_before = self.backend.version
         groups = self.backend.generate(prompts, self.params, on_step=self._refresh_in_flight)

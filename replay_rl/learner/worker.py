@@ -63,7 +63,8 @@ class LearnerRankImpl:
         return metrics | info.rules | {
             "sample_wait_s": wait, "age_mean": float(info.ages.mean()), "age_max": float(info.ages.max()),
             "reuse_mean": float(info.reuse.mean()), "reward_mean": float(batch.reward.mean()),
-            "completion_len": float(np.diff(batch.completion_offsets).mean())}
+            "completion_len": float(np.diff(batch.completion_offsets).mean()),
+            "truncated_share": batch.truncated_share()}
 
     def join_weight_group(self, host: str, port: int, world_size: int) -> None:
         """Rank 0 only: become rank 0 of the broadcast group to the generators (sync.type=nccl)."""

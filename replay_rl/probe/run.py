@@ -102,7 +102,7 @@ class _Loop:
         ppc = self.cfg.generation.prompts_per_call
         for start in range(0, n_groups, ppc):
             problems = self.task.sample_train(min(ppc, n_groups - start), self.rng)
-            prompts = encode_prompts(self.tok, problems)
+            prompts = encode_prompts(self.tok, problems, self.cfg.model.chat_template)
             t0 = time.perf_counter()
             groups = self.backend.generate(prompts, self.params)
             busy += time.perf_counter() - t0

@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 from replay_rl.config import TaskConfig
-from replay_rl.tasks.base import Problem, RewardError, Task, checked_reward
+from replay_rl.tasks.base import Problem, RewardError, Task, checked_reward, rollout_reward
 
-__all__ = ["Problem", "RewardError", "Task", "checked_reward", "make_task"]
+__all__ = ["Problem", "RewardError", "Task", "checked_reward", "make_task", "rollout_reward"]
 
 
 def make_task(cfg: TaskConfig, seed: int) -> Task:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import hashlib
 import math
+import re
 from dataclasses import dataclass
 from typing import Protocol
 
@@ -73,3 +74,23 @@ def unique_eval_set(draw, size: int, seed: int, fraction: float) -> list[Problem
 
 def exact_match(completion: str, answer: str) -> float:
     return 1.0 if completion.strip() == answer.strip() else 0.0
+
+
+_NUMBER = re.compile(r"-?\d[\d,]*(?:\.\d+)?")
+
+
+def last_number(completion: str) -> str | None:
+    """The last number written, thousands commas dropped and a trailing ".0" kept as a number: "= 1,234." → "1234"."""
+    found = _NUMBER.findall(completion)
+    return found[-1].replace(",", "") if found else None
+
+
+def last_number_match(completion: str, answer: str) -> float:
+    n = last_number(completion)
+    return 1.0 if n is not None and float(n) == float(answer) else 0.0
+
+
+def rollout_reward(task: Task, problem: Problem, completion: str, truncated: bool) -> float:
+    """The reward of one completion: 0 when it was cut at max_new_tokens (no EOS: it had not finished, and a
+    last-number reader would score a number it was still writing), else the task's checked reward."""
+    return 0.0 if truncated else checked_reward(task, problem, completion)

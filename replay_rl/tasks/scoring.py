@@ -7,11 +7,18 @@ from typing import Callable, Iterable, Sequence
 
 import numpy as np
 
-from replay_rl.rollout import Rollout, group_advantages
-from replay_rl.tasks.base import Problem, Task, checked_reward
+from replay_rl.rollout import FINISH_LENGTH, Rollout, group_advantages
+from replay_rl.tasks.base import Problem, Task, rollout_reward
 
 
-def encode_prompts(tokenizer, problems: Sequence[Problem]) -> list[np.ndarray]:
+def encode_prompts(tokenizer, problems: Sequence[Problem], chat: bool = False) -> list[np.ndarray]:
+    """Token ids of each prompt. chat (model.chat_template): the prompt as one user message through the tokenizer's
+    chat template with the generation prompt appended, tokenized by the template itself (its special tokens are
+    tokens, not text; no second BOS), so the model answers as the assistant instead of continuing the user."""
+    if chat:
+        return [np.asarray(tokenizer.apply_chat_template([{"role": "user", "content": p.prompt}], tokenize=True,
+                                                         add_generation_prompt=True, return_dict=False), np.int32)
+                for p in problems]
     return [np.asarray(tokenizer(p.prompt, add_special_tokens=False)["input_ids"], np.int32) for p in problems]
 
 
@@ -23,8 +30,8 @@ def score_groups(task: Task, tokenizer, problems: Sequence[Problem], prompts: Se
     go unnoticed."""
     rollouts = []
     for problem, prompt, group, gid in zip(problems, prompts, groups, group_ids):
-        rewards = np.array([checked_reward(task, problem, tokenizer.decode(c.token_ids, skip_special_tokens=True))
-                            for c in group])
+        rewards = np.array([rollout_reward(task, problem, tokenizer.decode(c.token_ids, skip_special_tokens=True),
+                                           c.finish == FINISH_LENGTH) for c in group])
         advantages, baseline = group_advantages(rewards), float(rewards.mean())
         for c, r, a in zip(group, rewards, advantages):
             oldest, newest, created = versions(c)

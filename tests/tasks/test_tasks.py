@@ -106,3 +106,15 @@ def test_jsonl_math_names_the_row_missing_a_field(tmp_path):
     path.write_text(json.dumps({"question": "a", "answer": "1"}) + "\n" + json.dumps({"question": "b"}))
     with pytest.raises(KeyError, match=r"task.answer_field: 'answer' is not a column .* \(row 2\)"):
         make_task(JsonlMathTaskConfig(path=str(path)), seed=0)
+
+
+def test_arithmetic_asked_in_words_is_read_by_its_last_number_on_the_same_split():
+    words = make_task(ArithmeticTaskConfig(digits=2, prompt_template="What is {expr}? Answer with just the number.",
+                                           answer="last_number"), seed=0)
+    p = words.eval_problems()[0]
+    assert p.prompt.startswith("What is ") and p.key.endswith("=")
+    assert [q.key for q in words.eval_problems()] == [q.key for q in make_task(ArithmeticTaskConfig(digits=2), 0)
+                                                      .eval_problems()]  # the wording does not move the split
+    assert words.reward(p, f"The answer is {p.answer}.") == 1.0 and words.reward(p, p.answer) == 1.0
+    assert words.reward(p, f"{p.answer} - 1 = {int(p.answer) - 1}") == 0.0 and words.reward(p, "no idea") == 0.0
+    assert words.reward(Problem("", "1234", ""), "= 1,234.") == 1.0
