@@ -31,7 +31,7 @@ import numpy as np
 
 from replay_rl.config import RunConfig
 from replay_rl.metrics import read_metrics
-from replay_rl.probe.drift import drift_lines
+from replay_rl.probe.drift import drift_lines, lr_bracket
 from replay_rl.study import Curve, Side, budget_grid, side_curve, t_quantile
 
 SEEDS = 2
@@ -47,11 +47,16 @@ class Arm:
     cfg: RunConfig
 
 
+def horizon_capacity(result: dict) -> float:
+    """N at the probe's horizon: the rollouts of its H learner versions at the config's split, H·R."""
+    return result["run"]["horizon"] * result["run"]["rollouts_per_step"]
+
+
 def capacities(result: dict, batch_size: int, multiple: int, max_capacity: int) -> list[int]:
-    """The grid over N: the probe's horizon N at the config's split, 10B and max_capacity, each ≥ B and rounded up to
-    a multiple of the learner ranks, duplicates dropped."""
-    up = lambda n: max(batch_size, math.ceil(n / multiple) * multiple)  # noqa: E731
-    return sorted({up(result["recommendation"]["at_config_split"]["capacity"]), up(10 * batch_size), up(max_capacity)})
+    """The grid over N: the probe's horizon N, 10B and max_capacity, each ≥ B and rounded up to a multiple of the
+    learner ranks, duplicates dropped."""
+    up = lambda n: max(batch_size, math.ceil(n / multiple - 1e-9) * multiple)  # noqa: E731
+    return sorted({up(horizon_capacity(result)), up(10 * batch_size), up(max_capacity)})
 
 
 def arms(cfg: RunConfig, config: str | None, overrides: list[str], caps: list[int], out: Path, steps: int,
@@ -136,7 +141,9 @@ def decide(sides: dict[int, Side], eval_prompts: int, level: float = LEVEL) -> d
     df = sum(len(c) - 1 for c in cells if len(c) > 1)
     var_seed = sum(float(((c - c.mean()) ** 2).sum()) for c in cells if len(c) > 1) / df if df else 0.0
     p_hat = float(np.nanmean(np.concatenate([a.ravel() for a in areas.values()])))
-    floor = area_se(grid, eval_prompts, min(max(p_hat, 0.0), 1.0)) ** 2
+    # A is the trapezoid over a run's own evals (the grid holds them all): their weights, not the grid's, set its noise
+    own = next(iter(next(iter(sides.values())).values()))[0].compute
+    floor = area_se(own[own <= grid[-1]], eval_prompts, min(max(p_hat, 0.0), 1.0)) ** 2
     var = max(var_seed, floor)
     best = max(value, key=value.get)
     seeds = {n: a.shape[1] for n, a in areas.items()}
@@ -237,7 +244,8 @@ def pilot(cfg: RunConfig, config: str | None, overrides: list[str], result: dict
     p = plan(result, grid, cfg.run.eval_prompts, cfg.run.eval_every)
     for line in plan_lines(p, result, cfg.replay.capacity):
         echo(line)
-    report = {"plan": p, "probe_status": result["status"]}
+    report = {"plan": p, "probe_status": result["status"],
+              "drift": [lr_bracket(result, n, cfg.replay.capacity) for n in caps]}
     if not plan_only:
         report["decision"] = decide(run_arms(grid, log), cfg.run.eval_prompts)
         for line in verdict_lines(report["decision"]):

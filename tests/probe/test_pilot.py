@@ -22,7 +22,7 @@ def probe_result(status="premise_failed", kl=lambda a: 1e-4 * a ** 2) -> dict:
     return {"status": {"status": status, "reason": "σ²_eff does not grow"}, "config": None,
             "overrides": ["run.eval_prompts=100"],
             "run": {"batch_size": 128, "lr": 5e-5, "capacity": 1280, "out": "runs/p", "split": [5, 3],
-                    "rollouts_per_step": 40.4, "steps": 43, "seconds": {"steps": 30.1}},
+                    "rollouts_per_step": 40.4, "horizon": 12, "steps": 43, "seconds": {"steps": 30.1}},
             "recommendation": {"batch_size": 128, "at_config_split": at, "best_split": dict(at)},
             "effective": {"ages": [{"age": a, "kl_mean": kl(a)} for a in range(13)]}}
 
@@ -78,7 +78,7 @@ def test_the_plan_states_cost_and_resolution_before_any_run(tmp_path):
     result = probe_result()
     cfg = RunConfig.load(None, ["run.eval_prompts=100"])
     caps = capacities(result, 128, cfg.cluster.learners, 2560)
-    assert caps == [486, 1280, 2560]
+    assert caps == [486, 1280, 2560]  # 12 versions × 40.4 rollouts = 484.8, to a multiple of 2 learner ranks
     assert capacities(result, 128, 2, 1000) == [486, 1000, 1280]  # --max-capacity below 10B: kept, still sorted
     grid = arms(cfg, None, result["overrides"], caps, tmp_path, steps=60)
     assert len(grid) == 12 and {a.cfg.run.steps for a in grid} == {60}
@@ -88,7 +88,9 @@ def test_the_plan_states_cost_and_resolution_before_any_run(tmp_path):
     assert p["resolvable_area"] == pytest.approx(resolvable(area_se([0, 25, 50, 60], 100)))
     lines = []
     report = pilot(cfg, None, result["overrides"], result, tmp_path, 2560, 60, True, lines.append, print)
-    assert "decision" not in report and json.loads((tmp_path / "pilot.json").read_text())["plan"]["runs"] == 12
+    kept = json.loads((tmp_path / "pilot.json").read_text())
+    assert "decision" not in report and kept["plan"]["runs"] == 12
+    assert [b["capacity"] for b in kept["drift"]] == caps and kept["drift"][0]["lr_by_drift"] > 5e-5  # 486 < 1280
     text = "\n".join(lines)
     assert "12 runs × 60 steps = 720 learner steps" in text and f"{720 * 30.1 / 43 / 60:.1f} min" in text
     assert f"resolves a difference in area of {p['resolvable_area']:.3f}" in text and "lr bracket" in text
@@ -118,3 +120,4 @@ def test_the_split_line_says_when_and_why_w_t_was_not_searched():
     ok["recommendation"]["at_config_split"]["limit"] = None
     ok["recommendation"]["best_split"] = {**ok["recommendation"]["at_config_split"], "generators": 6, "learners": 2}
     assert drift.split_line(ok).startswith("W/T: searched over the integer splits with W + T = 8")
+
