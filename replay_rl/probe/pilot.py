@@ -172,8 +172,8 @@ def plan_lines(p: dict, result: dict, config_capacity: int) -> list[str]:
     w, t = result["run"]["split"]
     return [f"pilot: N ∈ {p['capacities']} at W/T {w}/{t} × lr {p['lrs']} × {p['seeds']} seeds = {p['runs']} runs × "
             f"{p['steps']} steps = {p['learner_steps']} learner steps",
-            f"pilot: cost ≈ {p['learner_steps']} × {p['seconds_per_step']:.2f} s = {p['wall_s'] / 60:.1f} min "
-            f"(rate: {p['rate_source']})",
+            f"pilot: cost ≥ {p['learner_steps']} × {p['seconds_per_step']:.2f} s = {p['wall_s'] / 60:.1f} min (rate: "
+            f"{p['rate_source']}; re-estimated from the pilot's own runs as they finish)",
             "pilot: criterion: area under pass@1 against compute over the common budget, each N at the LR best on "
             "its other seed (replay_rl/probe/pilot.py)",
             f"pilot: resolves a difference in area of {p['resolvable_area']:.3f} ({p['level']:.0%} two-sided, "
@@ -191,8 +191,9 @@ def verdict_lines(d: dict) -> list[str]:
              f"{'N':>8} {'lr':>9} {'area':>7} {'Δ vs best':>10} {d['level']:.0%} interval{'':>8}resolvable"]
     for r in d["rows"]:
         mark = "best" if r["capacity"] == d["best"] else "clearly worse" if r["clearly_worse"] else "not worse"
-        lines.append(f"{r['capacity']:>8} {r['lr']:>9.3g} {r['area']:>7.3f} {r['diff']:>+10.3f} "
-                     f"[{r['ci'][0]:+.3f}, {r['ci'][1]:+.3f}]  {r['resolvable']:.3f}  {mark}")
+        ci = "(the reference)" if mark == "best" else f"[{r['ci'][0]:+.3f}, {r['ci'][1]:+.3f}]"
+        lines.append(f"{r['capacity']:>8} {r['lr']:>9.3g} {r['area']:>7.3f} {r['diff']:>+10.3f} {ci:<17} "
+                     f"{r['resolvable']:.3f}  {mark}")
     rec = next(r for r in d["rows"] if r["capacity"] == d["recommended"])
     return lines + [f"pilot: recommends N = {rec['capacity']}, the largest N not clearly worse than the best "
                     f"(N = {d['best']}); paste: -s replay.capacity={rec['capacity']} -s learner.lr={rec['lr']:.3g}"]
