@@ -26,7 +26,7 @@ CORE = ["replay_rl.config", "replay_rl.rollout", "replay_rl.replay.selectors", "
         # the probe runs in one process: no Ray, no DeepSpeed (probe/run.py)
         "replay_rl.probe.estimators", "replay_rl.probe.correlations", "replay_rl.probe.effective",
         "replay_rl.probe.status", "replay_rl.probe.recommend", "replay_rl.probe.report",
-        "replay_rl.probe.run"]
+        "replay_rl.probe.run", "replay_rl.probe.drift", "replay_rl.probe.pilot"]  # the pilot: Ray only to train
 
 
 @pytest.mark.parametrize("path", sorted(PACKAGE.rglob("*.py")), ids=lambda p: str(p.relative_to(ROOT)))

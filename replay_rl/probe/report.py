@@ -10,7 +10,9 @@ import numpy as np
 
 from replay_rl.probe.effective import MECHANISM, Effective, measured_capacity
 from replay_rl.probe.estimators import Estimates
+from replay_rl.probe.drift import drift_lines, split_line
 from replay_rl.probe.paired import paired_retention
+from replay_rl.probe.pilot import command, horizon_capacity
 
 RHO_ESTIMATOR = ("ρ = N·Σ_d n_d·d·c(d) / Σ_d n_d·d², least squares through 0 of c(d) on d/N (Assumption 4.3: "
                  "corr(ε_i, ε_j) ≤ ρ|t_i − t_j|/N); c(d) the pooled uncentred correlation of the errors of buffer "
@@ -202,8 +204,11 @@ def table(result: dict) -> str:
     else:  # the theorem's arithmetic stays in probe.json (recommendation); printed, it would read as advice
         lines.append(f"settings: none ({result['status']['status']}); the theorem's arithmetic is in probe.json")
     lines += effective_lines(result)
-    if rec["paste"] is None:
-        lines.append(f"paste: none (status {result['status']['status']}: no recommendation to paste)")
+    shown = {round(horizon_capacity(result))} | ({rec["at_config_split"]["capacity"]} if rec["paste"] else set())
+    lines += [split_line(result), *drift_lines(result, sorted(shown), r.get("capacity") or min(shown))]
+    if rec["paste"] is None:  # no setting to paste: the pilot over N decides (pilot.py)
+        lines.append(f"paste: none (status {result['status']['status']}); run the pilot (--max-capacity: 20·B here, "
+                     f"set the most your memory holds): {command(result)}")
     else:
         lines.append(f"paste: {rec['paste']}" + ("" if rec["paste_valid"] is True else f"  ({rec['paste_valid']})"))
     lines.append("lr: " + rec["lr_rule"].split(":")[0] + " (probe.json: lr_rule)")

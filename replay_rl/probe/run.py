@@ -286,7 +286,8 @@ def probe(cfg: RunConfig, settings: ProbeSettings, out, config_path=None, overri
     header = {"config": None if config_path is None else str(config_path), "overrides": list(overrides),
               "settings": settings.model_dump(), "wall_s": time.monotonic() - started,
               "run": {"task": cfg.task.type, "model": str(path), "batch_size": cfg.learner.batch_size,
-                      "lr": cfg.learner.lr, "split": list(data.split), "emulated": data.emulated,
+                      "lr": cfg.learner.lr, "capacity": cfg.replay.capacity, "out": str(out),
+                      "split": list(data.split), "emulated": data.emulated,
                       "rollouts_per_step": data.rollouts_per_step, "horizon": data.horizon, "steps": data.steps,
                       "probe_points": data.points_done, "stopped": data.stopped, "seconds": data.seconds}}
     result = report.assemble(est, data, rec, header, eff, strata, st)

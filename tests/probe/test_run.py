@@ -38,9 +38,19 @@ def test_probe_writes_its_files_with_finite_constants(warm_model, tiny_cfg, tmp_
     assert rec["at_config_split"]["capacity"] >= 32
     if status == "ok":  # a paste line only with ok
         assert rec["paste_valid"] is True and "-s replay.capacity=" in res.output
-    else:
-        assert rec["paste"] is None and "paste: none" in res.output and "-s replay.capacity=" not in res.output
+    else:  # no paste line: the pilot's command instead, runnable as printed (here: its plan only)
+        assert rec["paste"] is None and "paste: none" in res.output and "paste: -s" not in res.output
+        assert "run the pilot" in res.output and "replay-rl probe --pilot -s model.path=" in res.output
+    assert "W/T: " in res.output and "drift: KL" in res.output and "lr bracket" in res.output
     assert len(data["run"]["probe_points"]) == 2
+    pilot = CliRunner().invoke(app, ["probe", "-s", f"model.path={path}", "-s", "learner.batch_size=32", "-s",
+                                     "replay.capacity=32", "-s", "generation.group_size=8", "--out", str(out),
+                                     "--pilot", "--plan-only", "--max-capacity", "640"])
+    assert pilot.exit_code == 0, pilot.output
+    assert "pilot: cost ≥" in pilot.output and "pilot: resolves a difference" in pilot.output
+    assert "N ∈ [" in pilot.output and ", 320, 640]" in pilot.output  # 10B and --max-capacity
+    other = CliRunner().invoke(app, ["probe", "-s", f"model.path={path}", "--out", str(out), "--pilot"])
+    assert other.exit_code == 2 and "measured with other -c/-s" in other.output
 
 
 def test_probe_that_cannot_fit_one_point_is_one_line_and_exit_1(warm_model, tmp_path):
