@@ -29,7 +29,7 @@ from replay_rl.config import RunConfig
 from replay_rl.analysis.theory import plan
 from study_markdown import markdown, tasks_markdown
 from study_presets import PRESETS, STUDY_BASE
-from study_runs import check_one_model, committed_runs, extending, extension_specs, finished, load_run
+from study_runs import check_one_model, committed_run, committed_runs, extending, extension_specs, finished, load_run
 from study_table import BASELINE, PAPER_MU, buffer_frontier, fidelity, n_grid, summarise
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -129,10 +129,8 @@ def study_task(task: str, preset: dict, specs: list, base: list[str], out: Path,
             done_before, short_of = finished(cfg), extending(cfg)
             if report_only and not done_before:
                 # the committed runs (results.json) stand in for run folders not here, each at its own budget
-                same = [r for r in kept.get((name, cfg.learner.lr), []) if r["steps"][-1] == cfg.run.steps]
-                run = same[0] if same else None
+                run = committed_run(kept, name, cfg)
                 if run is not None:
-                    kept[(name, cfg.learner.lr)].remove(run)
                     results.setdefault(name, []).append(run)
                     progress["i"] += 1
                 continue

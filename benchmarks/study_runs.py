@@ -65,6 +65,37 @@ def committed_runs(out: Path) -> dict[tuple[str, float], list[dict]]:
     return kept
 
 
+def committed_run(kept: dict[tuple[str, float], list[dict]], name: str, cfg: RunConfig) -> dict | None:
+    """The committed run standing in for spec (name, cfg) under --report-only: the one of its seed, cut to the
+    spec's budget when it was extended past it (as load_run reads a folder). Runs committed before seeds were kept
+    stand in by order, at their own budget only, each once."""
+    runs = kept.get((name, cfg.learner.lr), [])
+    seeded = [r for r in runs if r.get("seed") == cfg.run.seed and r["steps"][-1] >= cfg.run.steps]
+    if seeded:
+        return at_budget(seeded[0], cfg.run.steps)
+    same = [r for r in runs if "seed" not in r and r["steps"][-1] == cfg.run.steps]
+    if same:
+        runs.remove(same[0])
+    return same[0] if same else None
+
+
+def at_budget(run: dict, steps: int) -> dict:
+    """run cut to its evals and learner steps up to `steps`; the histograms stay the final run's, as in a folder."""
+    evals = [s <= steps for s in run["steps"]]
+    trains = [s <= steps for s in run["train_steps"]]
+    cut = lambda xs, keep: [x for x, k in zip(xs, keep) if k]  # noqa: E731
+    out = {}
+    for key, value in run.items():
+        if isinstance(value, list) and len(value) == len(evals) and not key.endswith("_hist"):
+            value = cut(value, evals)
+        elif isinstance(value, list) and len(value) == len(trains) and not key.endswith("_hist"):
+            value = cut(value, trains)
+        elif key == "pass_at_k":
+            value = {k: cut(v, evals) for k, v in value.items()}
+        out[key] = value
+    return out
+
+
 def check_one_model(results: dict[str, list[dict]]) -> str | None:
     """The warm model's sha256 every run started from (None: runs written before the checksum was kept). A study
     compares runs from one warm-started model: mixing models is refused (a rebuilt or re-tuned warm start moves the
