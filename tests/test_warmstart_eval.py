@@ -56,3 +56,19 @@ def test_a_folder_warm_started_from_other_settings_is_refused_in_one_line(tmp_pa
     # no manifest (a pretrained model, a run's final_model): used as given
     (folder / MANIFEST).unlink()
     assert ensure_model(RunConfig.load(None, [f"model.path={folder}"])) == folder
+
+
+def test_a_manifest_written_before_a_task_field_existed_reads_as_its_default(tmp_path):
+    # arithmetic gained prompt_template and answer after the committed warm models were built: their manifests lack
+    # both, and at the defaults they are the same model; set otherwise, the folder is refused by name
+    folder = tmp_path / "warm"
+    folder.mkdir()
+    (folder / "config.json").write_text("{}")
+    old = build_settings(RunConfig())
+    for key in ("prompt_template", "answer"):
+        del old["task"][key]
+    (folder / MANIFEST).write_text(json.dumps({"settings": old}))
+    assert ensure_model(RunConfig.load(None, [f"model.path={folder}"])) == folder
+    with pytest.raises(ConfigError) as e:
+        ensure_model(RunConfig.load(None, [f"model.path={folder}", "task.answer=last_number"]))
+    assert "task.answer='(absent)' (config: 'last_number')" in str(e.value)

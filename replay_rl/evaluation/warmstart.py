@@ -89,12 +89,24 @@ def check_manifest(cfg: RunConfig, path: Path) -> None:
     built = (read_manifest(path) or {}).get("settings")
     if built is None or cfg.model.build != "tiny":
         return
-    want = build_settings(cfg)
-    diff = [f"{sec}.{k}={v!r} (config: {want[sec].get(k)!r})" for sec in want for k, v in built.get(sec, {}).items()
-            if want[sec].get(k) != v] or ["its settings"]
-    if built != want:
+    diff = settings_diff(cfg, built)
+    if diff:
         raise ConfigError(f"model.path {str(path)!r} was warm-started with {', '.join(diff[:3])}: point model.path "
                           "at a new folder (it is built there) or delete this one to rebuild it")
+
+
+def settings_diff(cfg: RunConfig, built: dict) -> list[str]:
+    """Each setting where a manifest and cfg differ. A field added since the manifest was written counts as its
+    default there (that build used the behaviour the default keeps), so a new field does not orphan old models."""
+    sections = {"tiny": cfg.model.tiny, "warmstart": cfg.warmstart, "task": cfg.task}
+    diff = []
+    for sec, want in build_settings(cfg).items():
+        old, fields = built.get(sec, {}), type(sections[sec]).model_fields
+        for k in sorted(old.keys() | want.keys()):
+            then = old[k] if k in old else fields[k].get_default(call_default_factory=True) if k in fields else None
+            if k not in want or want[k] != then:
+                diff.append(f"{sec}.{k}={old.get(k, '(absent)')!r} (config: {want.get(k, '(absent)')!r})")
+    return diff
 
 
 def supervised_steps(model, tokenizer, task, cfg: RunConfig):
