@@ -115,9 +115,10 @@ def task_presets(preset: dict, tasks: list[str] | None) -> dict[str, dict]:
 
 
 def study_task(task: str, preset: dict, specs: list, base: list[str], out: Path, report_only: bool,
-               progress: dict) -> dict:
-    """Run one task's unfinished runs (all of them are kept, so that a stopped study resumes) and write its
-    results.json, summary.md and PNGs into `out`. Returns its report."""
+               progress: dict, dest: Path) -> dict:
+    """Run one task's unfinished runs in `out` (all of them are kept, so that a stopped study resumes) and write
+    its results.json, summary.md and PNGs into `dest` (`out`, or a folder of its own for --no-extend, so that a
+    base-budget report never replaces the full one). Returns its report."""
     from replay_rl.driver.trainer import train
     from study_plots import plot_all  # benchmarks/ is on sys.path when run as a script
 
@@ -174,20 +175,20 @@ def study_task(task: str, preset: dict, specs: list, base: list[str], out: Path,
             table[name]["n_rule"] = how
     (headline, headline_curves), (pooled, _) = (buffer_frontier(results, pooled=p) for p in (False, True))
     rows, grid = fidelity(table, headline), n_grid(results)
-    out.mkdir(parents=True, exist_ok=True)
-    plots = plot_all(results, table, curves, headline, headline_curves, out)
+    dest.mkdir(parents=True, exist_ok=True)
+    plots = plot_all(results, table, curves, headline, headline_curves, dest)
     report = {"benchmark": "compute_saved", "task": task, "compute_axis": "(K_train + mu*K_inf)/B",
               "reach": "compute to first reach 98% of the baseline frontier's best, and each accuracy target "
-                       "(smoothed seeds, LR chosen on held-out seeds, jackknife-t interval: replay_rl/study.py)",
+                       "(smoothed seeds, LR chosen on held-out seeds, jackknife-t interval: replay_rl/analysis/study.py)",
               "warm_model_sha256": model,
               "extended": {name: sorted({r["lr"] for r in runs}) for name, runs in extended.items()},
               "headline": headline, "pooled_buffer_frontier": pooled, "table": table, "fidelity": rows, "n_grid": grid,
               "plots": plots}
-    (out / "results.json").write_text(strict_json(report | {"curves": curves, "headline_curves": headline_curves,
+    (dest / "results.json").write_text(strict_json(report | {"curves": curves, "headline_curves": headline_curves,
                                                             "runs": results}))
     if headline:  # the front page says what the frontier covers past the shorter runs' end
         headline["extended"] = report["extended"]
-    (out / "summary.md").write_text(markdown(table, headline, pooled, rows, k, grid))
+    (dest / "summary.md").write_text(markdown(table, headline, pooled, rows, k, grid))
     return report
 
 
@@ -204,8 +205,8 @@ def main() -> None:
                     help="run nothing: summarise the finished runs already in --out (a study stopped part-way); "
                          "without it, finished runs in --out are kept and only the rest run")
     ap.add_argument("--no-extend", action="store_true",
-                    help="summarise at the preset's base budget: its longer runs neither run nor count (the report "
-                         "of a study whose extension has not run yet)")
+                    help="summarise at the preset's base budget, into --out/base_budget/: its longer runs neither run "
+                         "nor count (the report of a study whose extension has not run yet)")
     args = ap.parse_args()
     out, plans = Path(args.out), {}
     try:
@@ -237,17 +238,18 @@ def main() -> None:
                 "left": 0 if args.report_only else len(all_specs) - done_before}
     if not args.report_only:
         connect(all_specs[0][2])  # one Ray session for all runs
-    reports = {}
+    reports, dest = {}, out / "base_budget" if args.no_extend else out
     for task, (preset, base, specs) in plans.items():
         if not args.report_only:
             ensure_model(specs[0][2])  # the task's warm-started model, built once
-        reports[task] = study_task(task, preset, specs, base, out / task, args.report_only, progress)
+        reports[task] = study_task(task, preset, specs, base, out / task, args.report_only, progress,
+                                   dest / task)
     head = {task: {key: r.get(key) for key in ("headline", "pooled_buffer_frontier", "fidelity", "n_grid", "plots")}
             for task, r in reports.items()}
     summary = {"benchmark": "compute_saved", "preset": args.preset, "tasks": head,
                "wall_min": (time.perf_counter() - t0) / 60}
-    (out / "results.json").write_text(strict_json(summary))
-    (out / "summary.md").write_text(tasks_markdown({task: r.get("headline") for task, r in reports.items()},
+    (dest / "results.json").write_text(strict_json(summary))
+    (dest / "summary.md").write_text(tasks_markdown({task: r.get("headline") for task, r in reports.items()},
                                                    args.preset))
     print(strict_json(summary))
 

@@ -79,20 +79,22 @@ def committed_run(kept: dict[tuple[str, float], list[dict]], name: str, cfg: Run
     return same[0] if same else None
 
 
+# the lists load_run keeps per eval and per learner step (pass@k's lists are per eval too)
+EVAL_LISTS = ("steps", "k_train", "k_inf", "compute", "tokens", "active_s", "pass@1")
+TRAIN_LISTS = ("train_steps", "entropy", "reward", "overlap_prev", "age_mean", "clip_fraction", "ratio_mean")
+
+
 def at_budget(run: dict, steps: int) -> dict:
-    """run cut to its evals and learner steps up to `steps`; the histograms stay the final run's, as in a folder."""
+    """run cut to its evals and learner steps up to `steps`. The histograms and wall_s stay the final run's (a
+    folder's replay_stats.json is the final one too; its wall at the budget is not kept)."""
     evals = [s <= steps for s in run["steps"]]
     trains = [s <= steps for s in run["train_steps"]]
     cut = lambda xs, keep: [x for x, k in zip(xs, keep) if k]  # noqa: E731
-    out = {}
-    for key, value in run.items():
-        if isinstance(value, list) and len(value) == len(evals) and not key.endswith("_hist"):
-            value = cut(value, evals)
-        elif isinstance(value, list) and len(value) == len(trains) and not key.endswith("_hist"):
-            value = cut(value, trains)
-        elif key == "pass_at_k":
-            value = {k: cut(v, evals) for k, v in value.items()}
-        out[key] = value
+    per_eval = {*EVAL_LISTS, *(k for k in run if k.startswith("pass@"))}
+    out = run | {k: cut(run[k], evals) for k in per_eval if k in run} | {
+        k: cut(run[k], trains) for k in TRAIN_LISTS if k in run}
+    if "pass_at_k" in run:
+        out["pass_at_k"] = {k: cut(v, evals) for k, v in run["pass_at_k"].items()}
     return out
 
 

@@ -1,10 +1,10 @@
 """The compute-saved study's tables: each row against the baseline, frontier against frontier (best over learning
 rates at each budget, the paper's Fig. 4) and each side at its own best LR, plus the paper's findings re-checked on
-the frontier. Pure arithmetic over loaded runs (`replay_rl.study.compare`); no Ray, no plotting.
+the frontier. Pure arithmetic over loaded runs (`replay_rl.analysis.study.compare`); no Ray, no plotting.
 
 A row's runs carry their learning rate; a side is {lr: curves over seeds}. Compute saved is the paper's Fig. 14
 measure (compute to first reach 98% of the baseline frontier's best score) and the same over a grid of absolute
-accuracy targets, with the estimator replay_rl/study.py documents (smoothed seeds, LR chosen on held-out seeds,
+accuracy targets, with the estimator replay_rl/analysis/study.py documents (smoothed seeds, LR chosen on held-out seeds,
 jackknife-t interval).
 """
 

@@ -139,6 +139,7 @@ def test_mini_study_end_to_end_writes_table_plots_and_paper_compute(warm_model, 
     assert "| replay_53_N2B |" in summary and "(i) the buffer" in summary and "**Headline" in summary
     # a fresh clone has the committed results.json, not the run folders: --report-only rebuilds the same report
     # (the extended runs cut back to the base budget stand in for their base specs); --no-extend reads the base
+    # budget into base_budget/, leaving the full report as it was
     again = tmp_path / "committed"
     (again / "arithmetic").mkdir(parents=True)
     (again / "arithmetic" / "results.json").write_text((out / "results.json").read_text())
@@ -147,12 +148,11 @@ def test_mini_study_end_to_end_writes_table_plots_and_paper_compute(warm_model, 
                                "--out", str(again), "-s", f"model.path={path}", "--report-only", *extra],
                               capture_output=True, text=True, timeout=300, cwd=tmp_path)
         assert proc.returncode == 0, proc.stderr[-3000:]
-        rebuilt = json.loads((again / "arithmetic" / "results.json").read_text())
-        if not extra:
-            assert {k: v for k, v in rebuilt.items() if k != "plots"} == {k: v for k, v in report.items()
-                                                                         if k != "plots"}
-    assert rebuilt["extended"] == {}
-    assert {name: max(r["steps"][-1] for r in rs) for name, rs in rebuilt["runs"].items()} == {
+    without_plots = lambda r: {k: v for k, v in r.items() if k != "plots"}  # noqa: E731
+    assert without_plots(json.loads((again / "arithmetic" / "results.json").read_text())) == without_plots(report)
+    at_base = json.loads((again / "base_budget" / "arithmetic" / "results.json").read_text())
+    assert at_base["extended"] == {}
+    assert {name: max(r["steps"][-1] for r in rs) for name, rs in at_base["runs"].items()} == {
         "baseline": 12, "replay_53_N2B": 28}
 
 
