@@ -116,3 +116,12 @@ def test_config_command_prints_a_documented_tree_that_loads_back(tmp_path):
     assert "baseline_shift: -0.1" in out and "eps_low" not in out  # the chosen loss variant, not every variant
     (tmp_path / "c.yaml").write_text(out)
     assert RunConfig.load(tmp_path / "c.yaml") == RunConfig.load(None, ["replay.capacity=192", "learner.loss.type=asymre"])
+
+
+@pytest.mark.parametrize("template, says", [("What is {x}?", "must hold only {expr}"),
+                                            ("no sum here", "must hold {expr}, where the sum goes")])
+def test_a_prompt_template_that_cannot_ask_the_sum_is_refused_in_one_line(template, says):
+    with pytest.raises(ConfigError) as e:
+        RunConfig.load(None, [f"task.prompt_template={template}"])
+    assert "task.prompt_template" in str(e.value) and says in str(e.value) and "\n" not in str(e.value)
+    assert RunConfig.load(None, ["task.prompt_template=What is {expr}? Answer."]).task.prompt_template.startswith("What")

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Annotated, Literal, Union
 
-from pydantic import Field
+from pydantic import Field, field_validator
 
 from replay_rl.config.base import _Section
 
@@ -31,6 +31,18 @@ class ArithmeticTaskConfig(_TaskCommon):
     answer: Literal["exact", "last_number"] = "exact"
     """How a completion is read. exact: the whole completion, stripped, must be the sum (a model taught the
     format). last_number: the last number written ("12+34 = 46." reads 46), as a user reads a chatty answer."""
+
+    @field_validator("prompt_template")
+    @classmethod
+    def _asks_the_sum(cls, template: str) -> str:
+        # without {expr} every problem would get the same prompt; another {name} would fail at the first prompt
+        try:
+            asked = template.format(expr="12+34")
+        except (KeyError, IndexError, ValueError) as e:
+            raise ValueError(f"{template!r} must hold only {{expr}} (write a literal brace as {{{{ or }}}}): {e!r}")
+        if "12+34" not in asked:
+            raise ValueError(f"{template!r} must hold {{expr}}, where the sum goes")
+        return template
 
 
 class CountdownTaskConfig(_TaskCommon):
