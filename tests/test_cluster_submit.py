@@ -1,5 +1,5 @@
 """`ray job submit` for real: a head and two worker nodes on loopback (token auth on, as Ray 2.60 defaults), the
-tiny config, and placement by the nodes' custom resources."""
+tiny config, placement by the nodes' custom resources, and nodes lost mid-run (the generators' node, a learner node)."""
 
 import contextlib
 import json
@@ -12,13 +12,15 @@ from pathlib import Path
 
 import pytest
 
+from replay_rl.config import RunConfig
 from replay_rl.config.model import ModelConfig
 from replay_rl.metrics import read_metrics
+from replay_rl.replay.budget_check import k_inf_past_budget
 
 ROOT = Path(__file__).parents[1]
 sys.path.insert(0, str(ROOT / "cluster"))
-from loopback import (PATH, PLACED, Cluster, NodeDown, bring_up, kill_node, replace_node,  # noqa: E402
-                      stop_nodes, submit_command)
+from loopback import (PATH, PLACED, Cluster, NodeDown, bring_up, kill_node, offered, replace_node,  # noqa: E402
+                      start_node, stop_nodes, submit_command, wait_for)
 
 pytestmark = [pytest.mark.slow, pytest.mark.ray]
 
@@ -135,6 +137,49 @@ def wait_for_step(job: subprocess.Popen, trained, step: int) -> list[dict]:
     rows = trained()
     assert len(rows) >= step, job.communicate(timeout=60)[0][-3000:]
     return rows
+
+
+def test_losing_the_generators_node_waits_for_a_replacement_and_finishes_every_step(cluster, warm_model, tmp_path):
+    # the generators on a node of their own (a spot host offering spot_generator), lost at once after step 2: each
+    # death names that node, the driver waits (run.node_wait_s) for a node to run the replacements, and the run
+    # finishes with every step once and K_inf in the pace's budget, without restarting the other roles
+    def spot(name: str):
+        return start_node(cluster.logs / f"{name}.log", f"--address=127.0.0.1:{cluster.gcs}", "--num-cpus=1",
+                          '--resources={"spot_generator": 2}')
+
+    ours, steps, out = [spot("spot1")], 8, tmp_path / "spot"
+    settings = [f"model.path={warm_model[0]}", f"run.output_dir={out}", f"run.steps={steps}", f"run.eval_every={steps}",
+                "run.eval_prompts=20", "run.node_wait_s=300", "cluster.generator_resources={spot_generator: 1}",
+                "cluster.learner_resources={learner_node: 1}"]
+    try:
+        wait_for(lambda: offered(cluster, "spot_generator") >= 2, ours, [cluster.logs / "spot1.log"], "spot1 joining")
+        started = time.monotonic()
+        job = subprocess.Popen(submit_command(cluster.address, "-c", "configs/tiny_cpu.yaml",
+                                              *[a for kv in settings for a in ("-s", kv)]),
+                               stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+        metrics = out / "metrics.jsonl"
+        try:
+            wait_for_step(job, lambda: read_metrics(metrics, "train") if metrics.is_file() else [], 2)
+            kill_node(ours[0])
+            ours.append(spot("spot2"))  # a replacement host, joining while the driver waits
+            log, _ = job.communicate(timeout=600)
+        finally:
+            if job.poll() is None:
+                job.kill()
+    finally:
+        stop_nodes(ours)  # the cluster offers what it did before, for the test below
+    assert job.returncode == 0 and "Traceback" not in log, log[-3000:]
+    for i in (0, 1):
+        assert re.search(rf"generator {i} died on node [\d.]+ \(id \w+, offering spot_generator=2\), which left the "
+                         rf"cluster: replaced on node [\d.]+ \(id \w+, offering spot_generator=2\) after \d+s "
+                         rf"\(restart [12] of 3\)", log), log[-3000:]
+    rows = read_metrics(out / "metrics.jsonl", "train")
+    assert [r["step"] for r in rows] == list(range(1, steps + 1))  # each step once
+    assert rows[-1]["ledger/generator_restarts"] == 2 and rows[-1]["ledger/k_train"] == steps * 128
+    cfg = RunConfig.load(str(ROOT / "configs/tiny_cpu.yaml"), settings)
+    assert not k_inf_past_budget(cfg, rows), [(r["step"], r["ledger/k_inf"]) for r in rows]
+    waits = [ln for ln in log.splitlines() if "replaced on node" in ln]
+    print(f"generator node loss: {time.monotonic() - started:.0f}s for the run; {waits}", file=sys.stderr)
 
 
 def test_losing_a_learner_node_stops_in_one_line_or_resumes_on_a_replacement(cluster, warm_model, tmp_path):

@@ -138,4 +138,5 @@ class RunSettings(_Section):
     """How long a restart (run.max_restarts) may wait, from the death, for Ray to declare a lost node dead and for
     the cluster to offer the learner ranks' resources again (a preempted or failed host): the roles are placed
     again as soon as a replacement node joins, else the run stops with one line naming the lost node and the resume
-    command. The ranks then start within run.start_timeout_s."""
+    command. The ranks then start within run.start_timeout_s. A generator whose node is lost is replaced without a
+    restart: the driver waits this long from its death for the replacement to start (placed and loaded)."""

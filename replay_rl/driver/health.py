@@ -119,6 +119,25 @@ def node_of(where: dict, role: str) -> str:
     return _node(node, where[role]["node_resources"], nodes) + (", which left the cluster" if gone else "")
 
 
+def left_node(where: dict, role: str, deadline: float) -> str:
+    """The node `role` ran on, as node_of names it, if that node has left the cluster; "" while it is alive (the
+    role died or hung on its own) and on a one-node cluster. A node that stopped answering is waited for (until the
+    monotonic `deadline`) until Ray declares it dead, as settle_nodes does."""
+    if role not in where or len(ray.nodes()) < 2:
+        return ""
+    settle_nodes({role: where[role]}, deadline)
+    node = node_of(where, role)
+    return node if node.endswith(", which left the cluster") else ""
+
+
+def placed_on(node_id: str, nodes: list | None = None) -> dict:
+    """A placement entry (Roles.placement) for an actor on `node_id`: the node and the custom resources it offers.
+    nodes: ray.nodes(), when the caller has them."""
+    offers = next((n["Resources"] for n in nodes or ray.nodes() if n["NodeID"] == node_id), {})
+    return {"node_id": node_id, "node_resources": {k: v for k, v in offers.items() if not k.startswith(
+        ("node:", "CPU", "GPU", "memory", "object_store"))}}
+
+
 def lost_nodes(where: dict) -> list[str]:
     """The nodes of a placement that have left the cluster (a preempted or failed host), each as node_of names it;
     none while every one is alive, or Ray has not noticed yet: a node's missed heartbeats take Ray's health check

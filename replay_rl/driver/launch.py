@@ -6,6 +6,7 @@ from __future__ import annotations
 import time
 
 import ray
+from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
 from replay_rl.config import RunConfig
 from replay_rl.evaluation.evaluator import Evaluator
@@ -19,8 +20,12 @@ from replay_rl.sync.object_store import WeightBoard
 def build(cfg: RunConfig, model_path: str, run_restarts: int = 0, place_by: float | None = None) -> Roles:
     """Every role, anew. place_by: a restart's monotonic deadline for the learners' placement (run.node_wait_s)."""
     c = cfg.cluster
-    shards = create_shards(cfg)
-    board, eval_board, reports = WeightBoard.remote(), WeightBoard.remote(), GeneratorReports.remote()
+    # roles that ask for no resources land on any node (Ray ignored a soft affinity here): pinned to the driver's,
+    # which lives as long as the run, a lost generator or learner node takes only its own generators or ranks
+    here = NodeAffinitySchedulingStrategy(ray.get_runtime_context().get_node_id(), soft=False)
+    shards = create_shards(cfg, here)
+    board, eval_board, reports = (a.options(scheduling_strategy=here).remote()
+                                  for a in (WeightBoard, WeightBoard, GeneratorReports))
     learners = LearnerGroup(cfg, model_path, shards, board, eval_board, place_by)
     generators = [spawn_generator(cfg, i, model_path, shards, board, reports) for i in range(c.generators)]
     if cfg.sync.type == "nccl":  # rank 0 of the learners + every generator form one broadcast group
@@ -31,7 +36,7 @@ def build(cfg: RunConfig, model_path: str, run_restarts: int = 0, place_by: floa
                 ray.kill(actor)
             learners.shutdown()
             raise
-    evaluator = Evaluator.options(num_cpus=0).remote(cfg, model_path, eval_board)
+    evaluator = Evaluator.options(num_cpus=0, scheduling_strategy=here).remote(cfg, model_path, eval_board)
     return Roles(cfg, ReplayClient(shards), board, eval_board, learners, [GeneratorSlot(g) for g in generators],
                  evaluator, model_path, run_restarts=run_restarts, reports=reports)
 

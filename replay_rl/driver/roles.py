@@ -15,7 +15,7 @@ from replay_rl.analysis.accounting import ComputeLedger
 from replay_rl.config import RunConfig
 from replay_rl.driver import deadlines
 from replay_rl.driver.failures import RunFailed, resume_hint
-from replay_rl.driver.health import Hung, NoAnswer, probe_all
+from replay_rl.driver.health import Hung, NoAnswer, placed_on, probe_all
 from replay_rl.driver.supervision import Phase, numbered
 from replay_rl.driver.supervisor import Supervisor
 from replay_rl.generation.generator import Generator
@@ -76,11 +76,8 @@ class Roles:
         node_ids = Phase(self, "start", self.cfg.run.start_timeout_s, "run.start_timeout_s").wait(
             [a.__ray_call__.remote(lambda _: ray.get_runtime_context().get_node_id()) for a in actors.values()],
             list(actors))
-        offers = {n["NodeID"]: {k: v for k, v in n["Resources"].items() if not k.startswith(("node:", "CPU", "GPU",
-                                                                                          "memory", "object_store"))}
-                  for n in ray.nodes()}
-        self.where = {name: {"node_id": node, "node_resources": offers.get(node, {})}
-                      for name, node in zip(actors, node_ids)}
+        nodes = ray.nodes()
+        self.where = {name: placed_on(node, nodes) for name, node in zip(actors, node_ids)}
         return self.where
 
     def start_generators(self) -> None:
@@ -106,7 +103,8 @@ class Roles:
                 return metrics
             if ready:  # one rank finished early only when another is stuck or dead
                 self.supervisor.check_ranks(ready, pending)
-            self.supervisor.check_generators()
+            if self.supervisor.check_generators():  # it waited for a lost node: the stall clock starts again
+                started = time.monotonic()
             if time.monotonic() - started > self.cfg.run.stall_timeout_s:
                 self.supervisor.recover_hung(consumer_version)
                 started = time.monotonic()

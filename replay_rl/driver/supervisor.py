@@ -6,6 +6,7 @@ Roles holds one and asks it; it reads the roles it watches and never builds them
 from __future__ import annotations
 
 import sys
+import time
 from typing import Callable
 
 import ray
@@ -13,7 +14,8 @@ from ray.exceptions import ActorDiedError, ActorUnavailableError, GetTimeoutErro
 
 from replay_rl.driver import deadlines
 from replay_rl.driver.failures import RunFailed, resume_hint
-from replay_rl.driver.health import PROBE_S, Hung, first_error, hung_roles, node_of, one_line, probe_all
+from replay_rl.driver.health import (PROBE_S, Hung, first_error, hung_roles, left_node, node_of, one_line, placed_on,
+                                     probe_all)
 from replay_rl.driver.supervision import dead_role, death_of
 from replay_rl.generation.reports import GeneratorStats
 from replay_rl.replay.client import shard_restarts
@@ -92,8 +94,11 @@ class Supervisor:
         print(f"replay shard {i} {cause}: killed, restarts from its live snapshot (restart {used + 1} of {allowed})",
               file=sys.stderr, flush=True)
 
-    def recover_generator(self, i: int, cause: str) -> None:
-        """Replace generator i, which died or hung, up to run.max_generator_restarts times in the run."""
+    def recover_generator(self, i: int, cause: str) -> bool:
+        """Replace generator i, which died or hung, up to run.max_generator_restarts times in the run. When its node
+        left the cluster, wait up to run.node_wait_s from now for its replacement to run somewhere (a replacement
+        node, or room on another): the pace deals every W-th call to this position, so the run cannot go on
+        without it. Returns whether it waited so."""
         cfg = self.roles.cfg
         limit = cfg.run.max_generator_restarts
         if self.roles.restarts >= limit:
@@ -101,13 +106,35 @@ class Supervisor:
         if cfg.sync.type == "nccl":  # the group's communicators are broken: every member must form it anew
             raise self.died(f"generator {i} {cause} in the sync.type=nccl broadcast group, which re-forms when every "
                             "role restarts from the newest checkpoint (run.max_restarts)")
+        since, role = time.monotonic(), f"generator {i}"
+        lost = left_node(self.roles.where, role, since + cfg.run.node_wait_s)
         self.replace_generator(i)
-        print(f"generator {i} {cause}: replaced (restart {self.roles.restarts} of {limit})", file=sys.stderr,
-              flush=True)
+        how = "replaced"
+        if lost:
+            cause = f"{cause} on {lost}"
+            self.await_placement(i, f"{role} {cause}", since + cfg.run.node_wait_s)
+            how = f"replaced on {node_of(self.roles.where, role)} after {time.monotonic() - since:.0f}s"
+        print(f"{role} {cause}: {how} (restart {self.roles.restarts} of {limit})", file=sys.stderr, flush=True)
+        return bool(lost)
 
-    def check_generators(self) -> None:
-        """Replace a generator whose actor died (it reloads the newest weights); re-raise one that failed."""
-        slots = self.roles.slots
+    def await_placement(self, i: int, death: str, deadline: float) -> None:
+        """Wait until generator i's replacement has started on a node, until the monotonic deadline; past it, the
+        run stops in one line (a restart of every role would wait for the same resources)."""
+        c, r = self.roles.cfg.cluster, self.roles.cfg.run
+        wants = ", ".join(f"{k}={v:g}" for k, v in c.generator_resources.items()) or f"{c.cpus_per_actor:g} CPU"
+        print(f"{death}: waiting up to {r.node_wait_s:g}s (run.node_wait_s) for a node offering {wants} to run its "
+              "replacement", file=sys.stderr, flush=True)
+        ref = self.roles.slots[i].actor.__ray_call__.remote(lambda _: ray.get_runtime_context().get_node_id())
+        if not ray.wait([ref], timeout=max(0.0, deadline - time.monotonic()))[0]:
+            raise RunFailed(f"{death}, and no node offering {wants} started its replacement within "
+                            f"run.node_wait_s={r.node_wait_s:g}s; once the cluster offers those resources again, "
+                            f"{resume_hint(r.output_dir)}")
+        self.roles.where[f"generator {i}"] = placed_on(ray.get(ref))  # a later loss names the node it is on now
+
+    def check_generators(self) -> bool:
+        """Replace a generator whose actor died (it reloads the newest weights); re-raise one that failed. Returns
+        whether a replacement waited for a lost node."""
+        slots, waited = self.roles.slots, False
         runs = [s.run for s in slots]
         ended = set(ray.wait(runs, num_returns=len(runs), timeout=0)[0])  # one call per step, not one per generator
         for i, s in enumerate(slots):
@@ -117,12 +144,13 @@ class Supervisor:
                 ray.get(s.run)
             except (ActorDiedError, ActorUnavailableError) as e:
                 if dead_role(e, self.roles) in (None, f"generator {i}"):  # its own death, not one its call saw
-                    self.recover_generator(i, "died")
+                    waited |= self.recover_generator(i, "died")
                     continue
                 raise self.dead_member() or death_of(self.roles, e) from e  # a shard, the board: named, not this
             except Exception as e:  # noqa: BLE001 - an insert into a dead shard lands here first
                 raise self.dead_member() or RunFailed(f"generator {i} failed: {one_line(e)}") from e
             raise RunFailed(f"generator {i} stopped on its own; see its log")
+        return waited
 
     def replace_generator(self, i: int) -> None:
         roles = self.roles

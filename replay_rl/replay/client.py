@@ -21,11 +21,13 @@ def shard_restarts(cfg: RunConfig) -> int:
     return cfg.run.max_shard_restarts if cfg.replay.snapshot_every_steps else 0
 
 
-def create_shards(cfg: RunConfig) -> list:
+def create_shards(cfg: RunConfig, scheduling_strategy=None) -> list:
     """One shard per learner rank. With live snapshots, Ray restarts a shard that dies (it restores itself) and
-    replays the calls that were in flight to it, so generators and learners keep their handles and go on."""
+    replays the calls that were in flight to it, so generators and learners keep their handles and go on.
+    scheduling_strategy: where Ray places them (launch.build: the driver's node)."""
     restarts = shard_restarts(cfg)
-    return [ReplayShard.options(max_restarts=restarts, max_task_retries=-1 if restarts else 0).remote(cfg, i, None)
+    return [ReplayShard.options(max_restarts=restarts, max_task_retries=-1 if restarts else 0,
+                                scheduling_strategy=scheduling_strategy).remote(cfg, i, None)
             for i in range(cfg.cluster.learners)]
 
 
