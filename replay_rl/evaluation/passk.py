@@ -10,8 +10,8 @@ import numpy as np
 from replay_rl.config import RunConfig
 from replay_rl.generation.backend import GenerationBackend, SamplingParams
 from replay_rl.rollout import FINISH_LENGTH
-from replay_rl.tasks import Problem, Task, rollout_reward
-from replay_rl.tasks.scoring import encode_prompts
+from replay_rl.tasks import Problem, Task
+from replay_rl.tasks.scoring import encode_prompts, group_rewards
 
 
 def pass_at_k(n: int, c: int, k: int) -> float:
@@ -22,10 +22,8 @@ def pass_at_k(n: int, c: int, k: int) -> float:
 
 
 def score(task: Task, tokenizer, problems: Sequence[Problem], completions) -> np.ndarray:
-    """(len(problems), n) rewards; a completion cut at max_new_tokens gets 0 (tasks.rollout_reward)."""
-    return np.array([[rollout_reward(task, p, tokenizer.decode(c.token_ids, skip_special_tokens=True),
-                                     c.finish == FINISH_LENGTH)
-                      for c in group] for p, group in zip(problems, completions)])
+    """(len(problems), n) rewards; a completion cut at max_new_tokens gets 0 (tasks.scoring.group_rewards)."""
+    return np.array([group_rewards(task, tokenizer, p, group) for p, group in zip(problems, completions)])
 
 
 def ks_reported(n: int) -> list[int]:

@@ -22,6 +22,13 @@ def encode_prompts(tokenizer, problems: Sequence[Problem], chat: bool = False) -
     return [np.asarray(tokenizer(p.prompt, add_special_tokens=False)["input_ids"], np.int32) for p in problems]
 
 
+def group_rewards(task: Task, tokenizer, problem: Problem, group) -> np.ndarray:
+    """Each completion's reward as decoded text; one cut at max_new_tokens gets 0 (tasks.rollout_reward). The
+    generator, the probe and the evals all score through here."""
+    return np.array([rollout_reward(task, problem, tokenizer.decode(c.token_ids, skip_special_tokens=True),
+                                    c.finish == FINISH_LENGTH) for c in group])
+
+
 def score_groups(task: Task, tokenizer, problems: Sequence[Problem], prompts: Sequence[np.ndarray], groups,
                  group_ids: Iterable[int], versions: Callable[[object], tuple[int, int, int]],
                  generator_id: int) -> list[Rollout]:
@@ -30,8 +37,7 @@ def score_groups(task: Task, tokenizer, problems: Sequence[Problem], prompts: Se
     go unnoticed."""
     rollouts = []
     for problem, prompt, group, gid in zip(problems, prompts, groups, group_ids):
-        rewards = np.array([rollout_reward(task, problem, tokenizer.decode(c.token_ids, skip_special_tokens=True),
-                                           c.finish == FINISH_LENGTH) for c in group])
+        rewards = group_rewards(task, tokenizer, problem, group)
         advantages, baseline = group_advantages(rewards), float(rewards.mean())
         for c, r, a in zip(group, rewards, advantages):
             oldest, newest, created = versions(c)
