@@ -91,7 +91,6 @@ def train(config: Optional[Path] = ConfigOpt, set_: Optional[List[str]] = SetOpt
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
     from replay_rl.driver.preflight import preflight
-
     from replay_rl.driver.run_folder import AlreadyFinished
 
     cfg = _load(config, set_)
@@ -119,16 +118,16 @@ def train(config: Optional[Path] = ConfigOpt, set_: Optional[List[str]] = SetOpt
             final = run(cfg, progress)
         except BaseException as e:  # noqa: BLE001 - the bar's last frame first, then the one line, last
             bar.stop()
-            _exit_with_one_line(e, cfg)
+            _exit_with_one_line(e, cfg.run.output_dir)
     typer.echo(closing_summary(cfg, final))
 
 
-def _exit_with_one_line(e: BaseException, cfg) -> None:
+def _exit_with_one_line(e: BaseException, out: Path, failed: str = "run failed") -> None:
     from replay_rl.config import ConfigError
     from replay_rl.driver.session import describe_failure
 
     if isinstance(e, KeyboardInterrupt):  # run() has already stopped every actor and Ray in its finally
-        typer.echo("stopped: actors and Ray shut down, metrics so far are in " + cfg.run.output_dir, err=True)
+        typer.echo(f"stopped: actors and Ray shut down, metrics so far are in {out}", err=True)
         raise typer.Exit(130) from None
     if isinstance(e, ConfigError):
         typer.echo(str(e), err=True)
@@ -136,7 +135,7 @@ def _exit_with_one_line(e: BaseException, cfg) -> None:
     if not isinstance(e, Exception):
         raise e
     # one line here, the whole traceback in the run folder
-    typer.echo(f"run failed: {describe_failure(e, Path(cfg.run.output_dir) / 'error.log')}", err=True)
+    typer.echo(f"{failed}: {describe_failure(e, Path(out) / 'error.log')}", err=True)
     raise typer.Exit(1) from None
 
 
@@ -274,10 +273,11 @@ def probe(config: Optional[Path] = ConfigOpt, set_: Optional[List[str]] = SetOpt
         from replay_rl.driver.session import connect
         from replay_rl.driver.trainer import train
         from replay_rl.probe.pilot import pilot as run_pilot
-
-        with _config_errors_exit_2():  # an N or lr the config refuses
+        try:  # an N or lr the config refuses: exit 2; a pilot run that failed: exit 1; one line each
             run_pilot(cfg, *same, result, folder / "pilot", max_capacity, pilot_steps, plan_only, typer.echo,
                       lambda msg: typer.echo(msg, err=True), driver=(connect, train))
+        except BaseException as e:  # noqa: BLE001 - finished arms are kept: the same command goes on from them
+            _exit_with_one_line(e, folder / "pilot", "probe --pilot: a pilot run failed")
         return
     from replay_rl.probe.status import EXIT_CODES
 

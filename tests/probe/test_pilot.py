@@ -121,3 +121,30 @@ def test_the_split_line_says_when_and_why_w_t_was_not_searched():
     ok["recommendation"]["best_split"] = {**ok["recommendation"]["at_config_split"], "generators": 6, "learners": 2}
     assert drift.split_line(ok).startswith("W/T: searched over the integer splits with W + T = 8")
 
+
+
+def test_a_pilot_run_that_fails_is_one_line_and_exit_1(tmp_path, monkeypatch):
+    """The pilot trains through the driver's train(); a run that fails there (here: train raising as a dead learner
+    rank does) ends the command in one line naming the error log, not a traceback, and nothing is recommended."""
+    from typer.testing import CliRunner
+
+    import replay_rl.driver.session as session
+    import replay_rl.driver.trainer as trainer
+    from replay_rl.cli import app
+
+    result = probe_result()
+    (tmp_path / "probe.json").write_text(json.dumps(result))
+
+    def dies(cfg, *args):
+        raise RuntimeError("learner rank 0 died: ActorDiedError")
+
+    monkeypatch.setattr(session, "connect", lambda cfg: False)
+    monkeypatch.setattr(trainer, "train", dies)
+    done = CliRunner().invoke(app, ["probe", "--pilot", "--out", str(tmp_path), "-s", "run.eval_prompts=100",
+                                    "--max-capacity", "2560", "--pilot-steps", "4"])
+    log = tmp_path / "pilot" / "error.log"
+    assert done.exit_code == 1, done.output
+    assert done.stderr.strip().splitlines()[-1] == (f"probe --pilot: a pilot run failed: RuntimeError: learner rank 0 "
+                                                    f"died: ActorDiedError (traceback: {log})")
+    assert "Traceback" not in done.stderr and "Traceback" in log.read_text()
+    assert not (tmp_path / "pilot" / "pilot.json").exists()
