@@ -143,6 +143,7 @@ def test_mini_study_end_to_end_writes_table_plots_and_paper_compute(warm_model, 
     again = tmp_path / "committed"
     (again / "arithmetic").mkdir(parents=True)
     (again / "arithmetic" / "results.json").write_text((out / "results.json").read_text())
+    (again / "results.json").write_text(json.dumps(front))
     for extra in ([], ["--no-extend"]):
         proc = subprocess.run([sys.executable, str(ROOT / "benchmarks" / "compute_saved.py"), "--preset", "mini",
                                "--out", str(again), "-s", f"model.path={path}", "--report-only", *extra],
@@ -150,6 +151,7 @@ def test_mini_study_end_to_end_writes_table_plots_and_paper_compute(warm_model, 
         assert proc.returncode == 0, proc.stderr[-3000:]
     without_plots = lambda r: {k: v for k, v in r.items() if k != "plots"}  # noqa: E731
     assert without_plots(json.loads((again / "arithmetic" / "results.json").read_text())) == without_plots(report)
+    assert json.loads((again / "results.json").read_text())["wall_min"] == front["wall_min"] > 0  # the study's time
     at_base = json.loads((again / "base_budget" / "arithmetic" / "results.json").read_text())
     assert at_base["extended"] == {}
     assert {name: max(r["steps"][-1] for r in rs) for name, rs in at_base["runs"].items()} == {
