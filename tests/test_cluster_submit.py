@@ -52,16 +52,6 @@ def submit(address, *args):
     return subprocess.run(submit_command(address, *args), capture_output=True, text=True, timeout=900)
 
 
-def test_tiny_job_runs_to_completion_and_writes_metrics(head, warm_model, tmp_path):
-    out = tmp_path / "job"
-    proc = submit(head, "-c", "configs/tiny_cpu.yaml", "-s", f"model.path={warm_model[0]}", "-s",
-                  f"run.output_dir={out}", "-s", "run.steps=3", "-s", "run.eval_every=3", "-s", "run.eval_prompts=20")
-    assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-2000:]
-    assert "succeeded" in proc.stdout
-    assert [r["step"] for r in read_metrics(out / "metrics.jsonl", "train")] == [1, 2, 3]
-    assert read_metrics(out / "metrics.jsonl", "eval")[0]["ledger/mu"] > 0
-
-
 def test_bad_submissions_fail_with_one_clear_line(head, warm_model, tmp_path):
     missing = submit(head, "-c", "configs/does_not_exist.yaml")
     assert missing.returncode == 2 and missing.stderr.strip().startswith("submit: config file") \
@@ -99,10 +89,11 @@ def test_the_readme_stock_ray_job_submit_line_works_as_written(head, warm_model,
     placed = "".join(f" -s '{value}'" for value in PLACED[1::2])
     proc = subprocess.run(["bash", "-c", line + " -s run.steps=3 -s run.eval_every=3 -s run.eval_prompts=20" + placed],
                           cwd=workdir, capture_output=True, text=True, timeout=900, env=env)
-    assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-2000:]
+    assert proc.returncode == 0 and "succeeded" in proc.stdout, proc.stdout[-2000:] + proc.stderr[-2000:]
     out = workdir / "runs" / "stock"
     rows = read_metrics(out / "metrics.jsonl", "train")
     assert [r["step"] for r in rows] == [1, 2, 3]
+    assert read_metrics(out / "metrics.jsonl", "eval")[0]["ledger/mu"] > 0
     assert (out / "final_model" / "config.json").is_file()
     where = json.loads((out / "placement.json").read_text())
     generators = [v for k, v in where.items() if k.startswith("generator")]
@@ -210,7 +201,7 @@ def test_losing_a_learner_node_stops_in_one_line_or_resumes_on_a_replacement(clu
         replace_node(cluster, "replacement2")
         log, _ = job.communicate(timeout=900)
     assert job.returncode == 0, log[-3000:]
-    assert re.search(r"restart 1 of 1: learner rank \d died on node .*learner_node=1.*left the cluster", log), log
+    assert re.search(rf"restart 1 of 1: learner rank \d {DIED_ON} .*learner_node=1.*left the cluster", log), log
     rows = read_metrics(out / "metrics.jsonl", "train")
     assert [r["step"] for r in rows] == list(range(1, steps + 1))  # continuous: each step once
     resumed = [r for r in rows if r["time"] > killed_at]

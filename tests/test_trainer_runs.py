@@ -106,11 +106,12 @@ def test_a_run_owns_its_folder_and_a_finished_run_extends_to_more_steps(ray_clus
 
 def test_the_papers_split_with_n_equal_to_b_runs_past_the_old_stall(ray_cluster, warm_model, tmp_path):
     """W=5, T=3, N=B=129 (issue 21's command, to its 60 steps) stopped at step 15: each generator dealt its calls
-    from shard 0, so shard 2 stayed one rollout short of ⌊required/3⌋ for ever. 60 steps pass step 15 and five
-    whole periods of the deal (W·T·rpc / R = 480 / 40.7 ≈ 12 steps); pace_check covers every other setting."""
+    from shard 0, so shard 2 stayed one rollout short of ⌊required/3⌋ for ever. 30 steps pass step 15 twice over
+    and two and a half whole periods of the deal (W·T·rpc / R = 480 / 40.7 ≈ 12 steps); pace_check covers every
+    other setting."""
     path, _ = warm_model
     out = tmp_path / "w5t3"
-    steps = 60
+    steps = 30
     final = train(run_cfg(path, out, "cluster.generators=5", "cluster.learners=3", "cluster.cpus_per_actor=0.2",
                           "learner.batch_size=129", "replay.capacity=129", f"run.steps={steps}",
                           f"run.eval_every={steps}", "run.eval_prompts=20"))
