@@ -10,11 +10,11 @@ from pathlib import Path
 import ray
 
 from replay_rl.config import RunConfig
+from replay_rl.config.replay_specs import table_spec, window_spec
 from replay_rl.replay.live import LiveSnapshots, drop_keys
 from replay_rl.replay.snapshot import read_snapshot, write_snapshot
-from replay_rl.replay.limits import Pace
-from replay_rl.replay.reuse_window import window_for, with_window
-from replay_rl.replay.table import table_from_config
+from replay_rl.replay.reuse_window import ReuseWindow, with_window
+from replay_rl.replay.table import table_from_spec
 from replay_rl.replay.table_stats import SampleInfo, TableStats
 from replay_rl.rollout import RolloutBatch
 
@@ -40,11 +40,11 @@ class ReplayShardImpl:
                                                              "capacity_schedule", "reuse_controller"})
         self._settings = {"replay": replay, "shard_capacity": cfg.shard_capacity,
                           "shard_id": shard_id, "shards": cfg.cluster.learners}
-        tolerance = cfg.rate_limit_tolerance  # derived once: exploring the limiter's states is not free
-        self.window = window_for(cfg)  # the adaptive reuse rules' sampling window; None: the rules are off
-        self._make_table = lambda: with_window(table_from_config(
-            cfg.replay, cfg.shard_capacity, seed=cfg.run.seed * 1000 + shard_id, key_offset=shard_id,
-            key_stride=cfg.cluster.learners, pace=pace_for(cfg), tolerance=tolerance), self.window)
+        table, window = table_spec(cfg), window_spec(cfg)
+        self.window = ReuseWindow(window) if window else None  # None: the adaptive reuse rules are off
+        self._make_table = lambda: with_window(table_from_spec(
+            table, seed=cfg.run.seed * 1000 + shard_id, key_offset=shard_id, key_stride=cfg.cluster.learners),
+            self.window)
         self.table = self._make_table()
         self._cond: asyncio.Condition | None = None
         self.wait_s = {"insert": 0.0, "sample": 0.0}
@@ -172,15 +172,6 @@ class ReplayShardImpl:
 # restarts are set per run by create_shards (they need live snapshots to restore from); it passes
 # reconstructed=None, so a restarted shard asks Ray and restores its live snapshot
 ReplayShard = ray.remote(num_cpus=0)(ReplayShardImpl)
-
-
-def pace_for(cfg: RunConfig) -> Pace | None:
-    """The emulated cluster's schedule, or None when generators run free (no cluster.emulate)."""
-    e, ratio = cfg.cluster.emulate, cfg.target_replay_ratio
-    if e is None or ratio is None:
-        return None
-    return Pace(cfg.learner.batch_size, ratio, e.lead_steps, cfg.consumes_once, cfg.replay.capacity,
-                cfg.sync.every_steps, cfg.generation.rollouts_per_call)
 
 
 def shard_dir(root: str | Path, shard_id: int) -> Path:
