@@ -14,6 +14,7 @@ import numpy as np
 import ray
 
 from replay_rl.config import RunConfig
+from replay_rl.config.replay_specs import shard_spec
 from replay_rl.replay.client import ReplayClient, create_shards
 from replay_rl.rollout import Rollout, RolloutBatch
 
@@ -33,7 +34,7 @@ def percentiles(lat: list[float]) -> dict[str, float]:
 def bench(shards_n: int, seconds: float, batch: int) -> dict:
     cfg = RunConfig.load(None, [f"cluster.learners={shards_n}", f"learner.batch_size={8 * shards_n}",
                                 f"replay.capacity={4096 * shards_n}"])
-    shards = create_shards(cfg)
+    shards = create_shards(shard_spec(cfg))
     client = ReplayClient(shards, max_in_flight=4 * shards_n)
     payload = make_batch(batch, np.random.default_rng(0))
     ray.get([s.stats.remote() for s in shards])  # actors up before timing

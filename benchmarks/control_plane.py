@@ -44,6 +44,7 @@ from ray.util.scheduling_strategies import PlacementGroupSchedulingStrategy
 
 from buffer_throughput import make_batch
 from replay_rl.config import RunConfig
+from replay_rl.config.replay_specs import shard_spec
 from replay_rl.generation.reports import GeneratorReports, GeneratorStats
 from replay_rl.learner.group import LearnerGroup
 from replay_rl.driver.session import init_local
@@ -171,7 +172,7 @@ def build_stand_ins(cfg: RunConfig, model_path: str, run_restarts: int = 0, plac
                     gen_s: float, poll_s: float, step_s: float, totals: dict[str, float]) -> Roles:
     """launch.build's signature, with stand-in actors around the real shards; the Roles calls of the loop are timed
     into `totals` (seconds by name; an inner call counts in its caller's time too)."""
-    shards = create_shards(cfg)
+    shards = create_shards(shard_spec(cfg))
     board, eval_board, reports = WeightBoard.remote(), WeightBoard.remote(), GeneratorReports.remote()
     learners = StandInLearners(cfg, shards, (board, eval_board), step_s)
     batch = ray.put(make_batch(cfg.generation.rollouts_per_call, np.random.default_rng(0)))

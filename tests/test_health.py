@@ -7,6 +7,7 @@ from types import SimpleNamespace
 import pytest
 
 from replay_rl.config import RunConfig
+from replay_rl.config.replay_specs import shard_spec
 from replay_rl.driver.health import Hung, NoAnswer, hung_roles
 from replay_rl.replay.shard import NOT_ASKED, SERVED, ReplayShardImpl
 from tests.replay.helpers import make_batch
@@ -48,16 +49,16 @@ def test_a_dead_role_goes_through_its_own_restarts_and_a_restored_queue_that_wai
 
 @pytest.mark.parametrize("replay_type, flagged", [("lifo_once", True), ("fifo", False)])
 def test_a_restore_is_blamed_only_until_the_queue_serves_a_batch(tmp_path, replay_type, flagged):
-    cfg = RunConfig.load(None, ["cluster.learners=1", "learner.batch_size=4", "replay.capacity=16",
-                                "cluster.emulate=null", f"run.output_dir={tmp_path}", f"replay.type={replay_type}",
-                                "replay.snapshot_every_steps=1"])
+    spec = shard_spec(RunConfig.load(None, ["cluster.learners=1", "learner.batch_size=4", "replay.capacity=16",
+                                            "cluster.emulate=null", f"run.output_dir={tmp_path}",
+                                            f"replay.type={replay_type}", "replay.snapshot_every_steps=1"]))
 
     async def scenario():
-        first = ReplayShardImpl(cfg, 0)
+        first = ReplayShardImpl(spec, 0)
         await first.insert(make_batch(8))
         await first.sample(4, 0)
         assert not first.stats().restored_waiting
-        back = ReplayShardImpl(cfg, 0, reconstructed=True)  # Ray restarts it in place
+        back = ReplayShardImpl(spec, 0, reconstructed=True)  # Ray restarts it in place
         assert back.stats().restored_waiting is flagged and back.stats().shard_restarts == 1
         await back.insert(make_batch(8))
         await back.sample(4, 1)
@@ -87,9 +88,9 @@ def test_a_dead_role_in_a_stall_is_recovered_by_its_own_restarts():
 
 
 def test_a_shard_says_whether_its_rank_took_its_batch_or_has_not_asked(tmp_path):
-    cfg = RunConfig.load(None, ["cluster.learners=1", "learner.batch_size=4", "replay.capacity=16",
-                                "cluster.emulate=null", f"run.output_dir={tmp_path}"])
-    shard = ReplayShardImpl(cfg, 0)
+    spec = shard_spec(RunConfig.load(None, ["cluster.learners=1", "learner.batch_size=4", "replay.capacity=16",
+                                            "cluster.emulate=null", f"run.output_dir={tmp_path}"]))
+    shard = ReplayShardImpl(spec, 0)
 
     async def scenario():
         assert shard.blocked_reason(4, 0) == NOT_ASKED

@@ -36,10 +36,12 @@ def test_the_adaptive_rules_keys_keep_their_own_namespaces_beside_the_learners()
     import torch
 
     from replay_rl.config import RunConfig
+    from replay_rl.config.replay_specs import window_spec
     from replay_rl.learner.trust_region import trust_region_weights
     from replay_rl.replay.reuse_window import ReuseWindow
 
-    window = ReuseWindow(RunConfig.load(None, ["replay.capacity_schedule={}", "replay.reuse_controller={}"]))
+    window = ReuseWindow(window_spec(RunConfig.load(None, ["replay.capacity_schedule={}",
+                                                           "replay.reuse_controller={}"])))
     rules = window.observe(3, {"grad_norm": 1.0, "entropy": 0.5})
     _, trust = trust_region_weights(0.1, 0.5, torch.zeros(1, 2), torch.ones(1, 2))
     learner = {"age_mean": 2.0, "reuse_mean": 1.5, "grad_norm": 1.0, **rules, **trust}

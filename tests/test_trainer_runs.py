@@ -14,8 +14,8 @@ import torch
 from safetensors.torch import load_file
 
 from replay_rl.config import ConfigError, RunConfig
+from replay_rl.config.replay_specs import pace_for
 from replay_rl.metrics import read_metrics
-from replay_rl.replay.shard import pace_for
 from replay_rl.analysis.report import PLOTS
 from replay_rl.driver.trainer import build, train
 from tests.runs import run_cfg

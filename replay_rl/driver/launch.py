@@ -9,6 +9,7 @@ import ray
 from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
 from replay_rl.config import RunConfig
+from replay_rl.config.replay_specs import shard_spec
 from replay_rl.evaluation.evaluator import Evaluator
 from replay_rl.generation.reports import GeneratorReports
 from replay_rl.learner.group import LearnerGroup, await_start
@@ -23,7 +24,7 @@ def build(cfg: RunConfig, model_path: str, run_restarts: int = 0, place_by: floa
     # roles that ask for no resources land on any node (Ray ignored a soft affinity here): pinned to the driver's,
     # which lives as long as the run, a lost generator or learner node takes only its own generators or ranks
     here = NodeAffinitySchedulingStrategy(ray.get_runtime_context().get_node_id(), soft=False)
-    shards = create_shards(cfg, here)
+    shards = create_shards(shard_spec(cfg), here)
     board, eval_board, reports = (a.options(scheduling_strategy=here).remote()
                                   for a in (WeightBoard, WeightBoard, GeneratorReports))
     learners = LearnerGroup(cfg, model_path, shards, board, eval_board, place_by)

@@ -12,13 +12,13 @@ from typing import Callable
 import ray
 from ray.exceptions import ActorDiedError, ActorUnavailableError, GetTimeoutError, RayActorError
 
+from replay_rl.config.replay_specs import shard_restarts
 from replay_rl.driver import deadlines
 from replay_rl.driver.failures import RunFailed, resume_hint
 from replay_rl.driver.health import (PROBE_S, Hung, first_error, hung_roles, left_node, node_of, one_line, placed_on,
                                      probe_all)
 from replay_rl.driver.supervision import dead_role, death_of
 from replay_rl.generation.reports import GeneratorStats
-from replay_rl.replay.client import shard_restarts
 
 
 class Supervisor:

@@ -11,13 +11,13 @@ import ray
 import torch
 
 from replay_rl.config import RunConfig
+from replay_rl.config.replay_specs import pace_for
 from replay_rl.generation.backend import sampling_params
 from replay_rl.generation.factory import make_backend
 from replay_rl.generation.reports import GeneratorStats
 from replay_rl.models.hf_folder import load_tokenizer
 from replay_rl.replay.client import ReplayClient
 from replay_rl.replay.limits import call_number, route
-from replay_rl.replay.shard import pace_for
 from replay_rl.rollout import RolloutBatch
 from replay_rl.sync.base import load_if_newer
 from replay_rl.sync.factory import make_weight_sync

@@ -10,25 +10,20 @@ from pathlib import Path
 import numpy as np
 import ray
 
-from replay_rl.config import RunConfig
 from replay_rl.replay.shard import ReplayShard, shard_dir
+from replay_rl.replay.shard_spec import ShardSpec
 from replay_rl.replay.table_stats import SampleInfo, TableStats
 from replay_rl.rollout import RolloutBatch
 
 
-def shard_restarts(cfg: RunConfig) -> int:
-    """How often Ray restarts each shard in place: only with live snapshots to restore from."""
-    return cfg.run.max_shard_restarts if cfg.replay.snapshot_every_steps else 0
-
-
-def create_shards(cfg: RunConfig, scheduling_strategy=None) -> list:
+def create_shards(spec: ShardSpec, scheduling_strategy=None) -> list:
     """One shard per learner rank. With live snapshots, Ray restarts a shard that dies (it restores itself) and
     replays the calls that were in flight to it, so generators and learners keep their handles and go on.
     scheduling_strategy: where Ray places them (launch.build: the driver's node)."""
-    restarts = shard_restarts(cfg)
+    restarts = spec.restarts
     return [ReplayShard.options(max_restarts=restarts, max_task_retries=-1 if restarts else 0,
-                                scheduling_strategy=scheduling_strategy).remote(cfg, i, None)
-            for i in range(cfg.cluster.learners)]
+                                scheduling_strategy=scheduling_strategy).remote(spec, i, None)
+            for i in range(spec.shards)]
 
 
 class ReplayClient:

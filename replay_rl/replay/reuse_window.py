@@ -6,10 +6,10 @@ No Ray: the shard actor calls `observe` with each sample call's consumer version
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
 
 import numpy as np
 
-from replay_rl.config import RunConfig
 from replay_rl.replay.reuse_controller import SpikeController
 from replay_rl.replay.selectors import Selector, SlotMeta
 from replay_rl.replay.table import Table
@@ -22,15 +22,46 @@ def scheduled_capacity(initial: float, final: float, start: float, end: float, p
     return initial + (final - initial) * t
 
 
-class ReuseWindow:
-    """One shard's window. shard_capacity: its share of replay.capacity; floor: a rank's batch (a sample never
-    waits on the window); shards: cluster.learners, to report totals over shards."""
+@dataclass(frozen=True)
+class ScheduleSpec:
+    """replay.capacity_schedule for one shard: the window shrinks from its capacity to `final` between the
+    fractions start and end of the run."""
+    start: float
+    end: float
+    final: float  # a shard's share of final_capacity (learner.batch_size when that is None)
 
-    def __init__(self, cfg: RunConfig) -> None:
-        self.shards, self.steps = cfg.cluster.learners, cfg.run.steps
-        self.capacity, self.floor = cfg.shard_capacity, cfg.rank_batch_size
-        self.schedule, c = cfg.replay.capacity_schedule, cfg.replay.reuse_controller
-        self.final = (self.schedule.final_capacity or cfg.learner.batch_size) / self.shards if self.schedule else 0
+
+@dataclass(frozen=True)
+class ControllerSpec:
+    """replay.reuse_controller: the signal it reads and SpikeController's settings."""
+    signal: str
+    window: int
+    warmup: int
+    z_high: float
+    z_low: float
+    patience: int
+    down: float
+    up: float
+    min_scale: float
+
+
+@dataclass(frozen=True)
+class WindowSpec:
+    """One shard's window as plain numbers (config/replay_specs.py makes it from a RunConfig): at least one rule."""
+    shards: int     # cluster.learners, to report totals over shards
+    steps: int      # run.steps: the schedule's progress is consumer_version / steps
+    capacity: int   # the shard's share of replay.capacity: the window before the rules narrow it
+    floor: int      # a rank's batch: a sample never waits on the window
+    schedule: ScheduleSpec | None = None
+    controller: ControllerSpec | None = None
+
+
+class ReuseWindow:
+    """One shard's window, set by the rules `spec` holds."""
+
+    def __init__(self, spec: WindowSpec) -> None:
+        self.shards, self.steps, self.capacity, self.floor = spec.shards, spec.steps, spec.capacity, spec.floor
+        self.schedule, c = spec.schedule, spec.controller
         self.signal = c.signal if c else None
         self.controller = (SpikeController(c.window, c.warmup, c.z_high, c.z_low, c.patience, c.down, c.up,
                                            c.min_scale) if c else None)
@@ -45,9 +76,9 @@ class ReuseWindow:
             return self.metrics
         self.version, out = consumer_version, {}
         size = float(self.capacity)
-        if self.schedule:
+        if s := self.schedule:
             progress = consumer_version / self.steps
-            size = scheduled_capacity(self.capacity, self.final, self.schedule.start, self.schedule.end, progress)
+            size = scheduled_capacity(self.capacity, s.final, s.start, s.end, progress)
             out |= {"reuse/progress": progress, "reuse/schedule_capacity": size * self.shards}
         if self.controller:
             value = self._signal(feedback)
@@ -78,12 +109,8 @@ class WindowedSelector:
 
 
 def with_window(table: Table, window: ReuseWindow | None) -> Table:
-    """`table`, sampling through `window` when the config has a rule that sets one."""
+    """`table`, sampling through `window` when a rule sets one (None: the rules are off)."""
     if window is not None:
         table.selector = WindowedSelector(table.selector, window)
     return table
 
-
-def window_for(cfg: RunConfig) -> ReuseWindow | None:
-    r = cfg.replay
-    return ReuseWindow(cfg) if r.capacity_schedule or r.reuse_controller else None

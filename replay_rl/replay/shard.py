@@ -9,12 +9,11 @@ from pathlib import Path
 
 import ray
 
-from replay_rl.config import RunConfig
 from replay_rl.replay.live import LiveSnapshots, drop_keys
 from replay_rl.replay.snapshot import read_snapshot, write_snapshot
-from replay_rl.replay.limits import Pace
-from replay_rl.replay.reuse_window import window_for, with_window
-from replay_rl.replay.table import table_from_config
+from replay_rl.replay.reuse_window import ReuseWindow, with_window
+from replay_rl.replay.shard_spec import ShardSpec
+from replay_rl.replay.table import table_from_spec
 from replay_rl.replay.table_stats import SampleInfo, TableStats
 from replay_rl.rollout import RolloutBatch
 
@@ -29,33 +28,27 @@ class ReplayTimeout(TimeoutError):
 class ReplayShardImpl:
     """The shard's logic, as a plain class (the Ray actor below is this class under @ray.remote)."""
 
-    def __init__(self, cfg: RunConfig, shard_id: int, reconstructed: bool | None = False) -> None:
+    def __init__(self, spec: ShardSpec, shard_id: int, reconstructed: bool | None = False) -> None:
         """reconstructed: Ray is restarting this shard after it died; it restores its newest live snapshot.
         None: ask Ray (the actor, which Ray restarts in place with the arguments it was created with)."""
         if reconstructed is None:
             reconstructed = ray.get_runtime_context().was_current_actor_reconstructed
-        self.shard_id, self.timeout_s = shard_id, cfg.replay.sample_timeout_s
-        # what the table's contents depend on; how often or how long it waits, or which of them it samples, does not
-        replay = cfg.replay.model_dump(mode="json", exclude={"snapshot_every_steps", "sample_timeout_s",
-                                                             "capacity_schedule", "reuse_controller"})
-        self._settings = {"replay": replay, "shard_capacity": cfg.shard_capacity,
-                          "shard_id": shard_id, "shards": cfg.cluster.learners}
-        tolerance = cfg.rate_limit_tolerance  # derived once: exploring the limiter's states is not free
-        self.window = window_for(cfg)  # the adaptive reuse rules' sampling window; None: the rules are off
-        self._make_table = lambda: with_window(table_from_config(
-            cfg.replay, cfg.shard_capacity, seed=cfg.run.seed * 1000 + shard_id, key_offset=shard_id,
-            key_stride=cfg.cluster.learners, pace=pace_for(cfg), tolerance=tolerance), self.window)
+        self.shard_id, self.timeout_s = shard_id, spec.sample_timeout_s
+        self._settings = {"replay": spec.replay_settings, "shard_capacity": spec.table.capacity,
+                          "shard_id": shard_id, "shards": spec.shards}
+        self.window = ReuseWindow(spec.window) if spec.window else None  # None: the adaptive reuse rules are off
+        self._make_table = lambda: with_window(table_from_spec(
+            spec.table, seed=spec.seed * 1000 + shard_id, key_offset=shard_id, key_stride=spec.shards), self.window)
         self.table = self._make_table()
         self._cond: asyncio.Condition | None = None
         self.wait_s = {"insert": 0.0, "sample": 0.0}
-        self.live = LiveSnapshots(cfg.replay.snapshot_every_steps,
-                                  shard_dir(Path(cfg.run.output_dir) / "replay_live", shard_id), cfg.consumes_once,
-                                  cfg.rank_batch_size)
+        self.live = LiveSnapshots(spec.snapshot_every_steps, shard_dir(spec.live_root, shard_id), spec.consumes_once,
+                                  spec.rank_batch_size)
         self.restarts, self.restored_inserts, self._recovering = 0, 0, False
         # a consume-once queue restored in place lost inserts that are made once, and so did a buffer restored with
         # less than its rank's batch (a snapshot before its first sample: due_on_insert): until it serves a batch
         # again, a stall it holds is a death (health.hung_roles); otherwise a keep-all buffer's credit covers its loss
-        self.consumes_once, self.batch, self.restored_waiting = cfg.consumes_once, cfg.rank_batch_size, False
+        self.consumes_once, self.batch, self.restored_waiting = spec.consumes_once, spec.rank_batch_size, False
         self.asked, self.served = -1, -1  # the consumer versions of the last sample asked for and served
         if reconstructed:
             self._recover()
@@ -172,15 +165,6 @@ class ReplayShardImpl:
 # restarts are set per run by create_shards (they need live snapshots to restore from); it passes
 # reconstructed=None, so a restarted shard asks Ray and restores its live snapshot
 ReplayShard = ray.remote(num_cpus=0)(ReplayShardImpl)
-
-
-def pace_for(cfg: RunConfig) -> Pace | None:
-    """The emulated cluster's schedule, or None when generators run free (no cluster.emulate)."""
-    e, ratio = cfg.cluster.emulate, cfg.target_replay_ratio
-    if e is None or ratio is None:
-        return None
-    return Pace(cfg.learner.batch_size, ratio, e.lead_steps, cfg.consumes_once, cfg.replay.capacity,
-                cfg.sync.every_steps, cfg.generation.rollouts_per_call)
 
 
 def shard_dir(root: str | Path, shard_id: int) -> Path:

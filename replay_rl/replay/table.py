@@ -7,11 +7,11 @@ array work and a sample is a few vectorised gathers; a chunk is freed when its l
 
 from __future__ import annotations
 
-from typing import Any
+from dataclasses import dataclass
+from typing import Any, Literal
 
 import numpy as np
 
-from replay_rl.config import ReplayConfig
 from replay_rl.replay.limits import Pace, PacedLimiter, RateLimiter, Unlimited
 from replay_rl.replay.retention import FifoRetention, PositiveBiasRetention, Retention
 from replay_rl.replay.selectors import Freshest, Selector, SlotMeta, make_selector
@@ -220,24 +220,41 @@ class Table:
         self.stats_ = TableStats(**counters["stats"])
 
 
-def table_from_config(cfg: ReplayConfig, capacity: int, *, seed: int,
-                      key_offset: int = 0, key_stride: int = 1, pace: Pace | None = None,
-                      tolerance: float | None = None) -> Table:
-    """The Table preset a replay config names, for one shard of `capacity` items (one of key_stride shards).
-    `pace` (an emulated cluster's schedule) and `rate_limit` exclude each other; the config enforces it.
-    `tolerance`: the rate limit's band when the config derives it (RunConfig.rate_limit_tolerance)."""
+@dataclass(frozen=True)
+class RateLimit:
+    """A samples-per-insert band: RateLimiter's arguments, with the tolerance the config settled on."""
+    samples_per_insert: float
+    tolerance: float
+    min_size_to_sample: int
+
+
+@dataclass(frozen=True)
+class TableSpec:
+    """One shard's Table as plain numbers and choices (config/replay_specs.py makes it from a RunConfig, which
+    validated them). `pace` and `rate_limit` exclude each other; the config enforces it."""
+    type: Literal["fifo", "lifo_once", "positive_bias"]  # the preset, as replay.type names it
+    capacity: int                      # items this shard holds: its share of replay.capacity
+    sampler: str = "uniform"           # make_selector's name; lifo_once always takes the freshest
+    delta: float = 0.0                 # positive_bias: the reserve's share δ of capacity
+    max_staleness: int | None = None
+    max_reuse: int | None = None
+    rate_limit: RateLimit | None = None
+    pace: Pace | None = None           # an emulated cluster's schedule (cluster.emulate)
+
+
+def table_from_spec(spec: TableSpec, *, seed: int, key_offset: int = 0, key_stride: int = 1) -> Table:
+    """The Table preset `spec` names, for shard key_offset of key_stride shards."""
     limiter = None
-    if pace is not None:
-        limiter = PacedLimiter(pace, key_offset, key_stride)  # shard key_offset of key_stride
-    elif cfg.rate_limit is not None:
-        r = cfg.rate_limit
-        limiter = RateLimiter(r.samples_per_insert, tolerance or r.tolerance, r.min_size_to_sample)
-    kw = dict(max_staleness=cfg.max_staleness, max_reuse=cfg.max_reuse, limiter=limiter, seed=seed,
+    if spec.pace is not None:
+        limiter = PacedLimiter(spec.pace, key_offset, key_stride)
+    elif (r := spec.rate_limit) is not None:
+        limiter = RateLimiter(r.samples_per_insert, r.tolerance, r.min_size_to_sample)
+    kw = dict(max_staleness=spec.max_staleness, max_reuse=spec.max_reuse, limiter=limiter, seed=seed,
               key_offset=key_offset, key_stride=key_stride)
-    match cfg.type:
+    match spec.type:
         case "fifo":
-            return Table.fifo(capacity, cfg.sampler, **kw)
+            return Table.fifo(spec.capacity, spec.sampler, **kw)
         case "lifo_once":
-            return Table.lifo_once(capacity, **kw)
+            return Table.lifo_once(spec.capacity, **kw)
         case "positive_bias":
-            return Table.positive_bias(capacity, cfg.delta, cfg.sampler, **kw)
+            return Table.positive_bias(spec.capacity, spec.delta, spec.sampler, **kw)

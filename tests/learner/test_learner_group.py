@@ -8,6 +8,7 @@ import ray
 import torch
 
 from replay_rl.config import RunConfig
+from replay_rl.config.replay_specs import shard_spec
 from replay_rl.generation.backend import SamplingParams
 from replay_rl.generation.generator import Generator
 from replay_rl.generation.hf import HFBackend
@@ -31,7 +32,7 @@ def system(ray_cluster, warm_model):
     """T=2 ZeRO-2 learner group + 2 shards + weight board + 1 generator, on the warm-started tiny model."""
     path, _ = warm_model
     cfg = group_cfg(path)
-    shards, board = create_shards(cfg), WeightBoard.remote()
+    shards, board = create_shards(shard_spec(cfg)), WeightBoard.remote()
     group = LearnerGroup(cfg, path, shards, board, WeightBoard.remote())
     gen = Generator.options(num_cpus=0).remote(cfg, 0, path, shards, board)
     yield cfg, shards, board, group, gen
@@ -106,7 +107,7 @@ def test_ranks_not_started_in_time_are_named_and_release_their_resources(ray_clu
     from replay_rl.learner.group import LearnerStartTimeout
 
     cfg = group_cfg(warm_model[0], "run.start_timeout_s=0.5")
-    shards, board = create_shards(cfg), WeightBoard.remote()
+    shards, board = create_shards(shard_spec(cfg)), WeightBoard.remote()
     free_before = ray.available_resources().get("CPU", 0)
     # on a loaded box the placement itself can take longer than 0.5 s: then it is what the line names
     with pytest.raises(LearnerStartTimeout, match=r"(learner rank 0|learner placement of 2 ranks) did not start within "
@@ -127,7 +128,7 @@ def test_zero_stages_give_the_same_loss_trajectory_and_publish_every_weight_in_b
     for stage in (0, 2, 3):
         # 50 KiB buckets: the 1.6 MB model travels in more than 10, each gathered on its own under ZeRO-3
         cfg = group_cfg(path, f"learner.zero_stage={stage}", "sync.bucket_mb=0.05")
-        shards, board = create_shards(cfg), WeightBoard.remote()
+        shards, board = create_shards(shard_spec(cfg)), WeightBoard.remote()
         group = LearnerGroup(cfg, path, shards, board, WeightBoard.remote())
         trajectories[stage] = [group.train_on(b)[0]["loss"] for b in batches]
         info = group.publish(version=3)
@@ -152,7 +153,7 @@ def test_micro_batched_step_equals_the_full_batch_step(ray_cluster, warm_model, 
     states, micro, metrics = {}, {}, {}
     for budget in (None, 40):
         cfg = group_cfg(path, f"learner.zero_stage={stage}", f"learner.micro_batch_tokens={budget or 'null'}")
-        shards, board = create_shards(cfg), WeightBoard.remote()
+        shards, board = create_shards(shard_spec(cfg)), WeightBoard.remote()
         group = LearnerGroup(cfg, path, shards, board, WeightBoard.remote())
         try:
             metrics[budget] = group.train_on(batches)
@@ -180,7 +181,7 @@ def test_global_token_mean_over_two_ranks_equals_one_rank_on_the_whole_batch(ray
                                          ("global", 2, halves, "global_token_mean"),
                                          ("per rank", 2, halves, "rank_token_mean")):
         cfg = group_cfg(path, f"cluster.learners={learners}", f"learner.loss.aggregation={agg}")
-        shards, board = create_shards(cfg), WeightBoard.remote()
+        shards, board = create_shards(shard_spec(cfg)), WeightBoard.remote()
         group = LearnerGroup(cfg, path, shards, board, WeightBoard.remote())
         try:
             norms[name] = group.train_on(batches)[0]["grad_norm"]

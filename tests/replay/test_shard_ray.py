@@ -7,6 +7,7 @@ import pytest
 import ray as ray_mod
 
 from replay_rl.config import RunConfig
+from replay_rl.config.replay_specs import shard_spec
 from replay_rl.replay.client import ReplayClient, ShardDraws, create_shards
 from replay_rl.replay.shard import ReplayTimeout
 from tests.replay.helpers import make_batch
@@ -14,9 +15,9 @@ from tests.replay.helpers import make_batch
 pytestmark = pytest.mark.ray
 
 
-def cfg_with(*overrides):
-    return RunConfig.load(None, ["cluster.learners=3", "learner.batch_size=12", "replay.capacity=48",
-                                 "replay.sample_timeout_s=20", "cluster.emulate=null", *overrides])
+def spec_with(*overrides):
+    return shard_spec(RunConfig.load(None, ["cluster.learners=3", "learner.batch_size=12", "replay.capacity=48",
+                                            "replay.sample_timeout_s=20", "cluster.emulate=null", *overrides]))
 
 
 @ray_mod.remote(num_cpus=0, max_concurrency=2)
@@ -55,7 +56,7 @@ class Consumer:
 
 
 def test_fifo_routes_balanced_and_sampling_keeps_items(ray_cluster):
-    shards = create_shards(cfg_with())
+    shards = create_shards(spec_with())
     client = ReplayClient(shards)
     client.insert(make_batch(30))
     client.flush()
@@ -68,7 +69,7 @@ def test_fifo_routes_balanced_and_sampling_keeps_items(ray_cluster):
 
 
 def test_lifo_once_always_removes(ray_cluster):
-    shards = create_shards(cfg_with("replay.type=lifo_once", "replay.capacity=300"))
+    shards = create_shards(spec_with("replay.type=lifo_once", "replay.capacity=300"))
     client = ReplayClient(shards)
     client.insert(make_batch(30))
     client.flush()
@@ -78,7 +79,7 @@ def test_lifo_once_always_removes(ray_cluster):
 
 def test_a_batch_asked_ahead_is_drawn_then_and_taken_by_its_step(ray_cluster):
     # a consume-once queue serves the newest rollouts, so when a batch was drawn shows in which rollouts it holds
-    shards = create_shards(cfg_with("replay.type=lifo_once", "replay.capacity=300"))
+    shards = create_shards(spec_with("replay.type=lifo_once", "replay.capacity=300"))
     client, draws = ReplayClient(shards), ShardDraws(shards[0], 4)
     client.insert(make_batch(30, start=0))
     client.flush()
@@ -95,8 +96,8 @@ def test_a_batch_asked_ahead_is_drawn_then_and_taken_by_its_step(ray_cluster):
 
 
 def test_staleness_and_reuse_caps_hold_under_concurrency(ray_cluster):
-    cfg = cfg_with("replay.max_staleness=3", "replay.max_reuse=2", "replay.capacity=60")
-    shards = create_shards(cfg)
+    spec = spec_with("replay.max_staleness=3", "replay.max_reuse=2", "replay.capacity=60")
+    shards = create_shards(spec)
     producers = [Producer.remote(shards, p) for p in range(3)]
     consumers = [Consumer.remote(shards, r) for r in range(3)]
     # producers stamp random versions 0..16 while consumers advance one version per 2 steps (0..14): items that
@@ -119,16 +120,16 @@ def test_staleness_and_reuse_caps_hold_under_concurrency(ray_cluster):
 
 
 def test_sample_timeout_says_why(ray_cluster):
-    shards = create_shards(cfg_with("replay.sample_timeout_s=0.5"))
+    shards = create_shards(spec_with("replay.sample_timeout_s=0.5"))
     with pytest.raises(ReplayTimeout, match="0 eligible items < 4 requested"):
         ReplayClient(shards).sample(0, 4, consumer_version=0)
 
 
 def test_rate_limiter_keeps_ratio_in_band(ray_cluster):
-    cfg = cfg_with("replay.rate_limit={samples_per_insert: 2.0, tolerance: 24, min_size_to_sample: 4}",
+    spec = spec_with("replay.rate_limit={samples_per_insert: 2.0, tolerance: 24, min_size_to_sample: 4}",
                    "cluster.learners=1", "learner.batch_size=4", "replay.capacity=64",
                    "generation.prompts_per_call=1", "generation.group_size=4")
-    shards = create_shards(cfg)
+    shards = create_shards(spec)
     # 50 inserts of 4 allow exactly 400 samples = 100 batches of 4; neither side may run ahead by more than the band
     prod = Producer.remote(shards, 0).run.remote(50, 0, 0, 4)
     ray_mod.get(Consumer.remote(shards, 0).run.remote(100, 4))
@@ -140,8 +141,8 @@ def test_rate_limiter_keeps_ratio_in_band(ray_cluster):
 
 
 def test_snapshot_kill_restore_loses_nothing(ray_cluster, tmp_path):
-    cfg = cfg_with("replay.type=positive_bias", "replay.delta=0.5")
-    shards = create_shards(cfg)
+    spec = spec_with("replay.type=positive_bias", "replay.delta=0.5")
+    shards = create_shards(spec)
     client = ReplayClient(shards)
     client.insert(make_batch(90, correct=lambda i: i % 4 == 0))
     client.flush()
@@ -150,7 +151,7 @@ def test_snapshot_kill_restore_loses_nothing(ray_cluster, tmp_path):
     client.snapshot(tmp_path)
     for s in shards:
         ray_mod.kill(s)
-    fresh = create_shards(cfg)
+    fresh = create_shards(spec)
     restored = ReplayClient(fresh)
     assert restored.restore(tmp_path) == [st["inserts"] for st in before]
     assert [s.__dict__ for s in restored.shard_stats()] == before
@@ -158,13 +159,13 @@ def test_snapshot_kill_restore_loses_nothing(ray_cluster, tmp_path):
     items = sorted(int(r) for r in ray_mod.get(fresh[0].sample.remote(n0, 1))[0].reward)
     assert len(items) == n0 and all(i % 3 == 0 for i in items)  # shard 0 got rollouts 0, 3, 6, ...
     with pytest.raises(Exception, match="snapshot taken with replay settings"):
-        ReplayClient(create_shards(cfg_with())).restore(tmp_path)
+        ReplayClient(create_shards(spec_with())).restore(tmp_path)
 
 
 def test_a_shard_that_dies_restores_its_live_snapshot_and_the_loss_is_counted(ray_cluster, tmp_path):
-    cfg = cfg_with("cluster.learners=1", "replay.snapshot_every_steps=2", "run.max_shard_restarts=1",
+    spec = spec_with("cluster.learners=1", "replay.snapshot_every_steps=2", "run.max_shard_restarts=1",
                    f"run.output_dir={tmp_path}")
-    client = ReplayClient(create_shards(cfg))
+    client = ReplayClient(create_shards(spec))
     shard = client.shards[0]
     ray_mod.get(shard.insert.remote(make_batch(20)))
     ray_mod.get(shard.sample.remote(12, 2))       # version 2: snapshot of 20 items, taken before serving

@@ -4,8 +4,9 @@ import numpy as np
 import pytest
 
 from replay_rl.config import ConfigError, RunConfig
+from replay_rl.config.replay_specs import table_spec
 from replay_rl.replay.limits import RateLimiter
-from replay_rl.replay.table import Table, table_from_config
+from replay_rl.replay.table import Table, TableSpec, table_from_spec
 from replay_rl.replay.table_stats import TableStats
 from tests.replay.helpers import make_batch
 
@@ -117,10 +118,10 @@ def test_rate_limiter_band():
     assert "samples/insert 3.00 vs target 2" in r.why_blocked()
 
 
-def test_table_from_config_picks_the_preset():
+def test_table_from_spec_picks_the_preset_the_config_names():
     cfg = RunConfig.load(None, ["replay.type=positive_bias", "replay.delta=0.5", "replay.max_reuse=3",
                                "replay.capacity=64", "learner.batch_size=32"])
-    t = table_from_config(cfg.replay, cfg.shard_capacity, seed=0)
+    t = table_from_spec(table_spec(cfg), seed=0)
     assert t.retention.main_capacity == 16 and t.max_reuse == 3
     with pytest.raises(ConfigError, match="replay.capacity"):
         RunConfig.load(None, ["replay.capacity=30", "learner.batch_size=32"])  # < batch 32
@@ -165,8 +166,7 @@ def test_pace_gives_generators_a_lead_the_learner_never_waits_past():
     assert [PacedLimiter(third, i, 3).owed(1) for i in range(3)] == [57, 57, 56]    # ⌈169.5⌉ = 170
     every2 = Pace(batch_size=128, replay_ratio=3.2, lead_steps=1, consumes_once=False, capacity=128, publish_every=2)
     assert every2.budget(0) == every2.required(1)  # weights come every 2 steps: enough for both of them
-    t = table_from_config(RunConfig.load(None, ["learner.batch_size=8", "replay.capacity=8", "cluster.learners=1"]
-                                         ).replay, 8, seed=0, pace=replay)
+    t = table_from_spec(TableSpec("fifo", 8, pace=replay), seed=0)
     assert isinstance(t.limiter, PacedLimiter)
 
 
