@@ -12,7 +12,7 @@ A trial passes when the run finishes, or stops in one line and run.resume_from=a
 every step once, K_inf within the pace's budget, no consume-once rollout trained twice and final_model its own
 (fault_trials.check_run). Writes results.json and summary.md (date, commit, command, the table) to --out.
 
-    python benchmarks/fault_soak.py --trials 30 [--seed 0] [--cluster]
+    python benchmarks/fault_soak.py --trials 30 [--seed 0] [--cluster] [--resume /tmp/fault_soak-XXXX]
 """
 
 from __future__ import annotations
@@ -29,7 +29,7 @@ from collections import Counter
 from dataclasses import asdict
 from pathlib import Path
 
-from fault_trials import BOUNDS, FAULTS, ROLES, Trial, run_trial, titled, tree
+from fault_trials import BOUNDS, FAULTS, ROLES, Outcome, Trial, run_trial, titled, tree
 
 ROOT = Path(__file__).parents[1]
 sys.path.insert(0, str(ROOT / "cluster"))
@@ -123,13 +123,29 @@ class Loopback:
 
 
 def soak(trials: list[Trial], runtime, workdir: Path, overrides: list[str], echo=print) -> list:
+    """Each trial once: a trial whose outcome.json is in its folder (a soak resumed with --resume) is read back, not
+    run again, so a soak longer than one sitting on a small box adds up across sittings."""
     outcomes = []
     for trial in trials:
-        outcome = run_trial(trial, workdir / f"trial_{trial.index:02d}", overrides, runtime)
+        folder = workdir / f"trial_{trial.index:02d}"
+        kept = kept_outcome(folder / "outcome.json", trial)
+        outcome = kept or run_trial(trial, folder, overrides, runtime)
+        if not kept:
+            (folder / "outcome.json").write_text(json.dumps(asdict(outcome)))
         echo(f"trial {trial.index}: {trial.role} {trial.fault} at step {trial.step} ({trial.replay}): "
-             f"{'pass' if outcome.passed else 'FAIL'} ({outcome.path}, {outcome.wall_s:.0f}s) {outcome.problems}")
+             f"{'pass' if outcome.passed else 'FAIL'} ({outcome.path}, {outcome.wall_s:.0f}s"
+             f"{', from an earlier sitting' if kept else ''}) {outcome.problems}")
         outcomes.append(outcome)
     return outcomes
+
+
+def kept_outcome(path: Path, trial: Trial) -> Outcome | None:
+    if not path.is_file():
+        return None
+    got = json.loads(path.read_text())
+    if Trial(**got.pop("trial")) != trial:  # another plan's folder: --resume checks plan.json first
+        raise SystemExit(f"fault_soak: {path} holds another trial than the plan's {trial}")
+    return Outcome(trial, **got)
 
 
 def table(outcomes: list) -> list[dict]:
@@ -143,7 +159,8 @@ def markdown(outcomes: list, head: dict) -> str:
     rows = table(outcomes)
     lines = [f"# Fault soak ({'3-node loopback cluster' if head['cluster'] else 'local runtime'})", "",
              f"- date: {head['date']}", f"- commit: {head['commit']}", f"- command: `{head['command']}`",
-             f"- {sum(o.passed for o in outcomes)} of {len(outcomes)} trials passed in {head['wall_s'] / 60:.1f} min",
+             f"- {sum(o.passed for o in outcomes)} of {len(outcomes)} trials passed, "
+             f"{sum(o.wall_s for o in outcomes) / 60:.1f} min of trials ({head['wall_s'] / 60:.1f} min this sitting)",
              "", "| role | fault | tried | survived |", "|---|---|---|---|"]
     lines += [f"| {r['role']} | {r['fault']} | {r['tried']} | {r['survived']} |" for r in rows]
     lines += ["", "| trial | role | fault | step | replay | landed | window | outcome | time | problems / last line |",
@@ -161,14 +178,22 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--cluster", action="store_true", help="on the 3-node loopback cluster, through ray job submit")
     ap.add_argument("--workdir", type=Path, default=Path(tempfile.gettempdir()), help="where the trials' runs go")
+    ap.add_argument("--resume", type=Path, help="a soak folder (fault_soak-*) of an earlier sitting with the same "
+                    "--trials, --seed and --cluster: its finished trials are kept, the rest run")
     ap.add_argument("--out", type=Path, default=ROOT / "benchmarks" / "results" / "fault_soak")
     args = ap.parse_args(argv)
     from replay_rl.config import RunConfig
     from replay_rl.evaluation.warmstart import ensure_model
 
+    asked = {"trials": args.trials, "seed": args.seed, "cluster": args.cluster}
+    planned = args.resume / "plan.json" if args.resume else None
+    if planned and (not planned.is_file() or json.loads(planned.read_text()) != asked):
+        ap.error(f"--resume {args.resume}: not a soak folder planned with {asked} (its plan.json); pass the same "
+                 "--trials, --seed and --cluster, or start a new soak without --resume")
     os.chdir(ROOT)  # the default config's model.path is relative to the checkout
     model = str(ensure_model(RunConfig.load(None, [])).resolve())  # built once here rather than in trial 0
-    workdir = Path(tempfile.mkdtemp(prefix="fault_soak-", dir=args.workdir))
+    workdir = args.resume or Path(tempfile.mkdtemp(prefix="fault_soak-", dir=args.workdir))
+    (workdir / "plan.json").write_text(json.dumps(asked))
     t0, trials = time.monotonic(), plan(args.seed, args.trials, args.cluster)
     runtime = Loopback(model, workdir) if args.cluster else Local(model)
     try:

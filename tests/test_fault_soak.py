@@ -1,6 +1,7 @@
 """The fault soak's CI sample (benchmarks/fault_soak.py): three faults drawn from a fixed seed, each in a short run
 of the default config on the local runtime, through the soak's own code (plan, trial, checks); every one passes."""
 
+import json
 import sys
 from pathlib import Path
 
@@ -23,3 +24,24 @@ def test_three_seeded_faults_on_the_local_runtime_are_survived(warm_model, tmp_p
     table = markdown(outcomes, {"cluster": False, "date": "", "commit": "", "command": "", "wall_s": 0})
     assert all(o.passed for o in outcomes), table
     print(table)
+
+
+def test_a_resumed_soak_reads_back_finished_trials_and_refuses_another_plans_folder(tmp_path):
+    """--resume: a trial whose outcome.json is in its folder is not run again (the runtime here would fail if it
+    were asked to launch), and a folder holding another trial than the plan's stops the soak in one line."""
+    sys.path.insert(0, str(ROOT / "benchmarks"))
+    from dataclasses import asdict
+
+    from fault_soak import Outcome, plan, soak
+
+    first, second = plan(0, 2, cluster=False)
+    (tmp_path / "trial_00").mkdir()
+    done = Outcome(first, passed=True, path="finished", landed_at=first.step, wall_s=61.5, lines=["restart 1 of 2"])
+    (tmp_path / "trial_00" / "outcome.json").write_text(json.dumps(asdict(done)))
+    said = []
+    assert soak([first], object(), tmp_path, [], echo=said.append) == [done]
+    assert said[0].endswith("(finished, 62s, from an earlier sitting) []"), said
+    (tmp_path / "trial_01").mkdir()
+    (tmp_path / "trial_01" / "outcome.json").write_text(json.dumps(asdict(done)))  # trial 0's, in trial 1's folder
+    with pytest.raises(SystemExit, match="holds another trial than the plan's"):
+        soak([first, second], object(), tmp_path, [], echo=said.append)
