@@ -32,7 +32,6 @@ def _config_errors_exit_2():
 
 def _load(config: Optional[Path], overrides: Optional[List[str]]):
     from replay_rl.config import RunConfig
-
     with _config_errors_exit_2():
         return RunConfig.load(config, overrides or [])
 
@@ -122,7 +121,7 @@ def train(config: Optional[Path] = ConfigOpt, set_: Optional[List[str]] = SetOpt
     typer.echo(closing_summary(cfg, final))
 
 
-def _exit_with_one_line(e: BaseException, out: Path, failed: str = "run failed") -> None:
+def _exit_with_one_line(e: BaseException, out: Path | str, failed: str = "run failed") -> None:
     from replay_rl.config import ConfigError
     from replay_rl.driver.session import describe_failure
 
@@ -272,12 +271,13 @@ def probe(config: Optional[Path] = ConfigOpt, set_: Optional[List[str]] = SetOpt
     if pilot:
         from replay_rl.driver.session import connect
         from replay_rl.driver.trainer import train
-        from replay_rl.probe.pilot import pilot as run_pilot
-        try:  # an N or lr the config refuses: exit 2; a pilot run that failed: exit 1; one line each
-            run_pilot(cfg, *same, result, folder / "pilot", max_capacity, pilot_steps, plan_only, typer.echo,
-                      lambda msg: typer.echo(msg, err=True), driver=(connect, train))
-        except BaseException as e:  # noqa: BLE001 - finished arms are kept: the same command goes on from them
-            _exit_with_one_line(e, folder / "pilot", "probe --pilot: a pilot run failed")
+        from replay_rl.probe.pilot import ArmFailed, pilot as run_pilot
+        with _config_errors_exit_2():  # an N or lr the config refuses; a failed run: one line, exit 1
+            try:
+                run_pilot(cfg, *same, result, folder / "pilot", max_capacity, pilot_steps, plan_only, typer.echo,
+                          lambda msg: typer.echo(msg, err=True), driver=(connect, train))
+            except ArmFailed as e:  # the same command goes on from the finished arms
+                _exit_with_one_line(e.cause, e.arm.cfg.run.output_dir, f"probe --pilot: run {e} failed")
         return
     from replay_rl.probe.status import EXIT_CODES
 

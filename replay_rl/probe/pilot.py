@@ -210,6 +210,14 @@ def finished_curve(cfg: RunConfig) -> Curve | None:
     return Curve(np.array([r["ledger/compute"] for r in rows]), np.array([r["eval/pass@1"] for r in rows]))
 
 
+class ArmFailed(Exception):
+    """A pilot run that failed; its folder's error.log holds the traceback and its restarts' causes."""
+
+    def __init__(self, arm: Arm, cause: Exception) -> None:
+        super().__init__(f"N={arm.capacity} lr {arm.lr:g} seed {arm.seed}")
+        self.arm, self.cause = arm, cause
+
+
 def run_arms(grid: list[Arm], log, connect, train) -> dict[int, Side]:
     """Train every arm not finished in its folder (one Ray session for all), then read each one's curve.
     connect, train: the driver's (the CLI passes them in: the probe sits below the driver)."""
@@ -218,7 +226,10 @@ def run_arms(grid: list[Arm], log, connect, train) -> dict[int, Side]:
     try:
         for i, arm in enumerate(grid):
             if finished_curve(arm.cfg) is None:
-                train(arm.cfg.model_copy(update={"run": arm.cfg.run.model_copy(update={"overwrite": True})}))
+                try:
+                    train(arm.cfg.model_copy(update={"run": arm.cfg.run.model_copy(update={"overwrite": True})}))
+                except Exception as e:  # noqa: BLE001 - named by its arm: the finished arms stay for a rerun
+                    raise ArmFailed(arm, e) from e
                 trained += 1
             left = sum(finished_curve(a.cfg) is None for a in grid[i + 1:])
             spent = time.monotonic() - t0

@@ -3,6 +3,7 @@ difference it says it resolves, its cost statement and the drift/LR/W-T lines; n
 
 import json
 import math
+from pathlib import Path
 from statistics import NormalDist
 
 import numpy as np
@@ -125,7 +126,8 @@ def test_the_split_line_says_when_and_why_w_t_was_not_searched():
 
 def test_a_pilot_run_that_fails_is_one_line_and_exit_1(tmp_path, monkeypatch):
     """The pilot trains through the driver's train(); a run that fails there (here: train raising as a dead learner
-    rank does) ends the command in one line naming the error log, not a traceback, and nothing is recommended."""
+    rank does) ends the command in one line naming the run and its error log, not a traceback, and nothing is
+    recommended."""
     from typer.testing import CliRunner
 
     import replay_rl.driver.session as session
@@ -142,9 +144,10 @@ def test_a_pilot_run_that_fails_is_one_line_and_exit_1(tmp_path, monkeypatch):
     monkeypatch.setattr(trainer, "train", dies)
     done = CliRunner().invoke(app, ["probe", "--pilot", "--out", str(tmp_path), "-s", "run.eval_prompts=100",
                                     "--max-capacity", "2560", "--pilot-steps", "4"])
-    log = tmp_path / "pilot" / "error.log"
+    first = arms(RunConfig.load(None, result["overrides"]), None, result["overrides"], [486], tmp_path / "pilot", 4)[0]
+    log = Path(first.cfg.run.output_dir) / "error.log"  # the run's own folder, where its restarts' causes also go
     assert done.exit_code == 1, done.output
-    assert done.stderr.strip().splitlines()[-1] == (f"probe --pilot: a pilot run failed: RuntimeError: learner rank 0 "
-                                                    f"died: ActorDiedError (traceback: {log})")
+    assert done.stderr.strip().splitlines()[-1] == (f"probe --pilot: run N=486 lr 5e-05 seed 0 failed: RuntimeError: "
+                                                    f"learner rank 0 died: ActorDiedError (traceback: {log})")
     assert "Traceback" not in done.stderr and "Traceback" in log.read_text()
     assert not (tmp_path / "pilot" / "pilot.json").exists()
