@@ -1,5 +1,5 @@
 """Each side at its best LR, read at equal compute from a committed study's results.json: the median over seeds of
-pass@16 and sampled pass@1 at a third, two thirds and all of the shortest run's compute, with the seeds' range in
+pass@16 and sampled pass@1 at a third, two thirds and all of the shortest run's compute (either side's), with the seeds' range in
 brackets (3 seeds: too few for an interval), and the mean entropy of the training batches over the run (median
 over seeds). Prints one line a side; the findings pages quote it.
 
@@ -14,8 +14,7 @@ import json
 import numpy as np
 
 
-def at_equal_compute(runs: list[dict], thirds: int = 3) -> dict:
-    end = min(r["compute"][-1] for r in runs)
+def at_equal_compute(runs: list[dict], end: float, thirds: int = 3) -> dict:
     budgets = [end * (i + 1) / thirds for i in range(thirds)]
     read = {k: [[float(np.interp(b, r["compute"], r["pass_at_k"][k])) for r in runs] for b in budgets]
             for k in ("16", "1")}
@@ -29,11 +28,12 @@ def main() -> None:
     study = json.load(open(ap.parse_args().results))
     best = {"baseline": study["headline"]["base_best_lr"], study["headline"]["cfg_best_lr"][0]:
             study["headline"]["cfg_best_lr"][1]}
+    runs = {side: [r for r in study["runs"][side] if abs(r["lr"] - lr) <= 1e-12] for side, lr in best.items()}
+    end = min(r["compute"][-1] for side in runs.values() for r in side)  # the shortest run of either side
     for side, lr in best.items():
-        runs = [r for r in study["runs"][side] if abs(r["lr"] - lr) <= 1e-12]
-        got = at_equal_compute(runs)
+        got = at_equal_compute(runs[side], end)
         show = lambda seeds: " / ".join(f"{np.median(v):.3f} [{min(v):.2f}, {max(v):.2f}]" for v in seeds)  # noqa: E731
-        print(f"{side} at lr {lr:g} ({len(runs)} seeds), compute " + " / ".join(f"{b:.0f}" for b in got["budgets"])
+        print(f"{side} at lr {lr:g} ({len(runs[side])} seeds), compute " + " / ".join(f"{b:.0f}" for b in got["budgets"])
               + f": pass@16 {show(got['pass@16'])}; sampled pass@1 {show(got['sampled pass@1'])}; "
               f"entropy {got['entropy']:.3f}")
 

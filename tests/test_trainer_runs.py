@@ -117,8 +117,9 @@ def test_the_papers_split_with_n_equal_to_b_runs_past_the_old_stall(ray_cluster,
                           f"run.eval_every={steps}", "run.eval_prompts=20"))
     rows = read_metrics(out / "metrics.jsonl", "train")
     assert final["step"] == steps and [r["step"] for r in rows] == list(range(1, steps + 1))
-    # R = 129 / (5.28·3/5) fresh rollouts a step, exactly: the last step waited for required(59) = B + 59·R, and
-    # generators holding version 60 may have started calls (32 rollouts each) up to budget(60) = B + 60·R
+    # R = 129 / (5.28·3/5) fresh rollouts a step, exactly: the last step waited for required(steps−1) =
+    # B + (steps−1)·R, and generators holding the last version may have started calls (32 rollouts each) up to
+    # budget(steps) = B + steps·R
     r = 129 / (5.28 * 3 / 5)
     assert 129 + (steps - 1) * r <= final["ledger/k_inf"] <= 129 + steps * r + 32
 
