@@ -210,7 +210,7 @@ def finished_curve(cfg: RunConfig) -> Curve | None:
     return Curve(np.array([r["ledger/compute"] for r in rows]), np.array([r["eval/pass@1"] for r in rows]))
 
 
-class ArmFailed(Exception):
+class ArmFailed(RuntimeError):
     """A pilot run that failed; its folder's error.log holds the traceback and its restarts' causes."""
 
     def __init__(self, arm: Arm, cause: Exception) -> None:
