@@ -21,6 +21,7 @@ import argparse
 import json
 import os
 import random
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -129,8 +130,11 @@ def soak(trials: list[Trial], runtime, workdir: Path, overrides: list[str], echo
     for trial in trials:
         folder = workdir / f"trial_{trial.index:02d}"
         kept = kept_outcome(folder / "outcome.json", trial)
+        if not kept and folder.exists():  # cut off by the end of an earlier sitting: it starts over
+            shutil.rmtree(folder)
         outcome = kept or run_trial(trial, folder, overrides, runtime)
         if not kept:
+            folder.mkdir(parents=True, exist_ok=True)  # a run refused before it made its folder has none
             (folder / "outcome.json").write_text(json.dumps(asdict(outcome)))
         echo(f"trial {trial.index}: {trial.role} {trial.fault} at step {trial.step} ({trial.replay}): "
              f"{'pass' if outcome.passed else 'FAIL'} ({outcome.path}, {outcome.wall_s:.0f}s"

@@ -28,7 +28,8 @@ def test_three_seeded_faults_on_the_local_runtime_are_survived(warm_model, tmp_p
 
 def test_a_resumed_soak_reads_back_finished_trials_and_refuses_another_plans_folder(tmp_path):
     """--resume: a trial whose outcome.json is in its folder is not run again (the runtime here would fail if it
-    were asked to launch), and a folder holding another trial than the plan's stops the soak in one line."""
+    were asked to launch), one cut off without it starts over in an emptied folder, and a folder holding another
+    trial than the plan's stops the soak in one line."""
     sys.path.insert(0, str(ROOT / "benchmarks"))
     from dataclasses import asdict
 
@@ -41,6 +42,17 @@ def test_a_resumed_soak_reads_back_finished_trials_and_refuses_another_plans_fol
     said = []
     assert soak([first], object(), tmp_path, [], echo=said.append) == [done]
     assert said[0].endswith("(finished, 62s, from an earlier sitting) []"), said
+    (tmp_path / "trial_01").mkdir()
+    (tmp_path / "trial_01" / "metrics.jsonl").write_text("{}\n")  # a trial cut off by the end of a sitting
+
+    class Launches:  # run_trial's first call on its runtime: by then the cut-off trial's files must be gone
+        failed_prefix = "run failed: "
+
+        def launch(self, settings, log):
+            raise RuntimeError(f"launched; its folder left behind: {(tmp_path / 'trial_01').exists()}")
+
+    with pytest.raises(RuntimeError, match="launched; its folder left behind: False"):
+        soak([first, second], Launches(), tmp_path, [], echo=said.append)
     (tmp_path / "trial_01").mkdir()
     (tmp_path / "trial_01" / "outcome.json").write_text(json.dumps(asdict(done)))  # trial 0's, in trial 1's folder
     with pytest.raises(SystemExit, match="holds another trial than the plan's"):
