@@ -1,7 +1,7 @@
 """Each side at its best LR, read at equal compute from a committed study's results.json: the median over seeds of
-pass@16 and sampled pass@1 at a third, two thirds and all of the shortest run's compute (either side's), with the seeds' range in
-brackets (3 seeds: too few for an interval), and the mean entropy of the training batches over the run (median
-over seeds). Prints one line a side; the findings pages quote it.
+pass@16 and sampled pass@1 at a third, two thirds and all of the shortest run's compute (either side's), with the
+seeds' range in brackets (3 seeds: too few for an interval), and the mean entropy of the training batches over the
+run (median over seeds). Prints one line a side; the findings pages quote it.
 
     python benchmarks/equal_compute.py benchmarks/results/measure/countdown/results.json
 """
@@ -32,10 +32,14 @@ def main() -> None:
     end = min(r["compute"][-1] for side in runs.values() for r in side)  # the shortest run of either side
     for side, lr in best.items():
         got = at_equal_compute(runs[side], end)
-        show = lambda seeds: " / ".join(f"{np.median(v):.3f} [{min(v):.2f}, {max(v):.2f}]" for v in seeds)  # noqa: E731
-        print(f"{side} at lr {lr:g} ({len(runs[side])} seeds), compute " + " / ".join(f"{b:.0f}" for b in got["budgets"])
-              + f": pass@16 {show(got['pass@16'])}; sampled pass@1 {show(got['sampled pass@1'])}; "
-              f"entropy {got['entropy']:.3f}")
+        budgets = " / ".join(f"{b:.0f}" for b in got["budgets"])
+        print(f"{side} at lr {lr:g} ({len(runs[side])} seeds), compute {budgets}: pass@16 {seeds(got['pass@16'])}; "
+              f"sampled pass@1 {seeds(got['sampled pass@1'])}; entropy {got['entropy']:.3f}")
+
+
+def seeds(at_budgets: list[list[float]]) -> str:
+    """Each budget's median over seeds, with the seeds' range."""
+    return " / ".join(f"{np.median(v):.3f} [{min(v):.2f}, {max(v):.2f}]" for v in at_budgets)
 
 
 if __name__ == "__main__":
