@@ -47,6 +47,7 @@ class StandIn:
     def stats(self): return self._answer("stats", TableStats())
     def address(self): return self._answer("address", ("127.0.0.1", 0))
     def pid(self): return self._answer("pid", os.getpid())
+    def version(self): return self._answer("version", 0)
     def forget(self, i): return self._answer("forget")
     def all(self): return self._answer("all", {})
     def evaluate_latest(self): return self._answer("evaluate_latest", {"pass@1": 0.5})

@@ -8,6 +8,7 @@ import time
 
 import pytest
 
+from replay_rl.driver import deadlines
 from replay_rl.driver.checkpoints import STATE_FILE
 from replay_rl.driver.failures import RunFailed
 from replay_rl.driver.trainer import ledger_for
@@ -44,6 +45,18 @@ def test_a_publish_hung_on_its_rank_is_named(stand_in_roles):
         roles.publish(4)
     assert_named_death(failed, "learner rank 0 hung in the weight publish of version 4: not done in 2.5s "
                                "(sync.timeout_s)", started)
+
+
+@pytest.mark.parametrize("board, for_eval", [("board", False), ("eval_board", True)], ids=["board", "eval-board"])
+def test_a_publish_held_by_a_paused_board_names_the_board(stand_in_roles, board, for_eval):
+    """Rank 0's put waits on a paused board (the soak's trial 0 read "learner rank 0 hung"): the board is named."""
+    roles = stand_in_roles(hang=("rank0", board))
+    started = time.monotonic()
+    with pytest.raises(RunFailed) as failed:
+        deadlines.publish(roles, 4, for_eval=for_eval)
+    name = "evaluator's weight board" if for_eval else "weight board"
+    to = " to the evaluator" if for_eval else ""
+    assert_named_death(failed, f"{name} hung (no answer in 2.5s) during the weight publish{to} of version 4", started)
 
 
 @pytest.mark.parametrize("rank0_hangs", [("rank0",), ()], ids=["held", "failed"])

@@ -13,7 +13,7 @@ import ray
 from replay_rl.driver.checkpoints import STATE_FILE, checkpoint_dir, commit, staging_dir
 from replay_rl.generation.generator import calls_dealt
 from replay_rl.replay.shard import shard_dir
-from replay_rl.driver.supervision import Phase, broadcast_blame, numbered
+from replay_rl.driver.supervision import Phase, board_blame, broadcast_blame, numbered
 
 
 def checkpoint(roles, out: Path, step: int, ledger) -> Path:
@@ -69,7 +69,8 @@ def publish(roles, version: int, for_eval: bool = False) -> dict[str, float]:
     hangs mid-broadcast fails or holds rank 0's send, and the line names that generator, not the symptom."""
     cfg = roles.cfg
     name = f"weight publish{' to the evaluator' if for_eval else ''} of version {version}"
-    blame = broadcast_blame(roles, name) if cfg.sync.type == "nccl" and not for_eval else None
+    nccl = cfg.sync.type == "nccl" and not for_eval
+    blame = broadcast_blame(roles, name) if nccl else board_blame(roles, name, for_eval)
     phase = Phase(roles, name, cfg.sync.timeout_s, "sync.timeout_s", blame)
     return roles.learners.publish(version=version, for_eval=for_eval, gather=phase.of(publishers(roles)))
 

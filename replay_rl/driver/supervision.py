@@ -79,17 +79,28 @@ class Phase:
                 or RunFailed(f"{name} failed in the {self.name}: {one_line(e)}"))
 
 
+def first_silent(roles, members: dict[str, object], method: str, phase: str) -> RunFailed | None:
+    """The first of `members` (role -> actor) that is dead or gives no answer to `method` within run.hung_probe_s,
+    named as a death during `phase`; None when all answer."""
+    probe = roles.cfg.run.hung_probe_s
+    for name, a in zip(members, probe_all([getattr(m, method).remote() for m in members.values()], probe)):
+        if a == "dead" or isinstance(a, NoAnswer):
+            how = "died" if a == "dead" else f"hung (no answer in {probe:g}s)"
+            return roles.supervisor.died(f"{name} {how} during the {phase}", role=name)
+    return None
+
+
 def broadcast_blame(roles, phase: str) -> Callable[[], RunFailed | None]:
     """Under sync.type=nccl a generator that died or hung fails rank 0's broadcast (or holds it): that generator,
     named, is a death (the group re-forms only when every role restarts), not the publish's symptom."""
-    def blame() -> RunFailed | None:
-        probe = roles.cfg.run.hung_probe_s
-        for i, a in enumerate(probe_all([s.actor.pid.remote() for s in roles.slots], probe)):
-            if a == "dead" or isinstance(a, NoAnswer):
-                how = "died" if a == "dead" else f"hung (no answer in {probe:g}s)"
-                return roles.supervisor.died(f"generator {i} {how} during the {phase}", role=f"generator {i}")
-        return None
-    return blame
+    return lambda: first_silent(roles, {f"generator {i}": s.actor for i, s in enumerate(roles.slots)}, "pid", phase)
+
+
+def board_blame(roles, phase: str, for_eval: bool) -> Callable[[], RunFailed | None]:
+    """A publish puts the weights on a board: a paused board holds rank 0's put, and the line names the board, not
+    rank 0 (the soak's paused board read "learner rank 0 hung in the weight publish")."""
+    name, board = ("evaluator's weight board", roles.eval_board) if for_eval else ("weight board", roles.board)
+    return lambda: first_silent(roles, {name: board}, "version", phase) if board is not None else None
 
 
 def numbered(role: str, n: int) -> list[str]:
