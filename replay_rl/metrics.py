@@ -57,3 +57,9 @@ def namespaced(prefix: str, values: dict) -> dict:
 def read_metrics(path: str | Path, kind: str | None = None) -> list[dict]:
     rows = [json.loads(line) for line in Path(path).read_text().splitlines() if line.strip()]
     return [r for r in rows if kind is None or r["kind"] == kind]
+
+
+def row_at(path: str | Path, kind: str, step: int) -> dict:
+    """The values of the last `kind` row of `step` (no step, kind or time), or {} when it has none."""
+    rows = [r for r in read_metrics(path, kind) if r["step"] == step] if Path(path).is_file() else []
+    return {k: v for k, v in rows[-1].items() if k not in ("step", "kind", "time")} if rows else {}

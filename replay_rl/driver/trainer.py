@@ -27,7 +27,7 @@ from replay_rl.driver.session import connect, disconnect, stop_on_signals
 from replay_rl.driver.supervision import death_of
 from replay_rl.evaluation.warmstart import ensure_model
 from replay_rl.learner.group import LearnerStartTimeout
-from replay_rl.metrics import MetricsSink, namespaced
+from replay_rl.metrics import MetricsSink, namespaced, row_at
 
 
 def ledger_for(cfg: RunConfig) -> ComputeLedger:
@@ -101,7 +101,7 @@ def run_roles(cfg: RunConfig, model_path: str, resume: Path | None, restarts: in
         start = roles.resume(resume, ledger) if resume else 0
         sink = MetricsSink(out, keep_through_step=start if resume else -1)  # a fresh run starts a fresh file
         t0 = time.perf_counter() - ledger.wall_s
-        record: dict = {}
+        record = row_at(out / "metrics.jsonl", "train", start) if resume else {}  # a run resumed at its end has one
 
         def log_evals(rows: list[tuple[int, dict]]) -> None:
             for eval_step, row in rows:
@@ -110,6 +110,8 @@ def run_roles(cfg: RunConfig, model_path: str, resume: Path | None, restarts: in
 
         if start == 0:  # where RL starts from, so every run reports before → after
             log_evals(roles.start_eval(0, namespaced("ledger", ledger.summary())) + roles.finished_evals(wait=True))
+        elif eval_lost(cfg, out, start):
+            log_evals(roles.start_eval(start, namespaced("ledger", ledger.summary())))
         roles.start_generators()
         step, saved = start, resume
         replay = roles.replay_stats()
@@ -148,6 +150,14 @@ def run_roles(cfg: RunConfig, model_path: str, resume: Path | None, restarts: in
             roles.shutdown()
         if sink is not None:
             sink.close()
+
+
+def eval_lost(cfg: RunConfig, out: Path, step: int) -> bool:
+    """A resumed step was due an eval that the death cut off (a dead evaluator restarts the run from the checkpoint
+    of the step it scored): the weights are that checkpoint's, so the eval is made again, not left out of the curve
+    (at the last step, the run's final score)."""
+    due = step % cfg.run.eval_every == 0 or step == cfg.run.steps
+    return due and not row_at(out / "metrics.jsonl", "eval", step)
 
 
 def draw_ahead(cfg: RunConfig, step: int) -> bool:
