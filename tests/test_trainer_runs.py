@@ -23,6 +23,16 @@ from tests.runs import run_cfg
 pytestmark = [pytest.mark.slow, pytest.mark.ray, pytest.mark.deepspeed]
 
 
+@pytest.fixture(scope="module")
+def checkpointed_run(ray_cluster, warm_model, tmp_path_factory) -> Path:
+    """One finished 4-step run (seed 0, a checkpoint at step 3 and the final one at 4), shared: the resume test only
+    reads its step-3 checkpoint, and the folder test works on a copy of it."""
+    out = tmp_path_factory.mktemp("checkpointed") / "run"
+    train(run_cfg(warm_model[0], out, "run.steps=4", "run.checkpoint_every=3", "run.seed=0", "run.eval_every=4",
+                  "run.eval_prompts=20"))
+    return out
+
+
 def test_cli_train_replay_mode_writes_metrics(warm_model, tmp_path):
     path, _ = warm_model
     out = tmp_path / "cli"
@@ -65,15 +75,18 @@ def test_on_policy_mode_uses_each_rollout_once_also_across_a_resume(ray_cluster,
     assert final["ledger/k_inf"] < pace_for(cfg).budget(4) + 2 * cfg.generation.rollouts_per_call
 
 
-def test_a_run_owns_its_folder_and_a_finished_run_extends_to_more_steps(ray_cluster, warm_model, tmp_path):
+def test_a_run_owns_its_folder_and_a_finished_run_extends_to_more_steps(ray_cluster, warm_model, checkpointed_run,
+                                                                       tmp_path):
     """Issue 28's reproduction: a second run (another seed and LR) in a used folder handed out the first run's
     step-4 checkpoint as its final model. Now it is refused in one line; started over (run.overwrite) it saves its
     own. That run, finished, is then extended from 4 to 8 steps with resume_from=auto, as the study extends runs:
-    its metrics up to step 4 stay byte for byte, steps, evals and the ledger go on, replay_stats.json is rewritten."""
+    its metrics up to step 4 stay byte for byte, steps, evals and the ledger go on, replay_stats.json is rewritten.
+    The first run is a copy of the shared checkpointed run (final_model stays a relative link into it)."""
     path, _ = warm_model
     out, second = tmp_path / "used", ("run.seed=1", "learner.lr=1e-3", "run.eval_every=4", "run.eval_prompts=20")
     model = out / "final_model" / "model.safetensors"
-    train(run_cfg(path, out, "run.steps=4", "run.seed=0", "run.eval_every=4", "run.eval_prompts=20"))
+    shutil.copytree(checkpointed_run, out, symlinks=True)
+    assert os.readlink(out / "final_model") == "checkpoints/step_4/hf_model"
     first = hashlib.sha256(model.read_bytes()).hexdigest()
     with pytest.raises(ConfigError, match=r"holds another run's checkpoints and metrics.jsonl: continue that run "
                                           r"with run.resume_from=auto, start over there with run.overwrite=true"):
@@ -138,11 +151,9 @@ def test_ladder_rung_one_fifo_at_replay_ratio_one_is_the_baseline(ray_cluster, w
     assert final["ledger/compute"] == pytest.approx((final["ledger/k_train"] + final["ledger/k_inf"]) / 32)
 
 
-def test_checkpoint_resumes_same_step_weights_and_buffer(ray_cluster, warm_model, tmp_path):
+def test_checkpoint_resumes_same_step_weights_and_buffer(ray_cluster, warm_model, checkpointed_run, tmp_path):
     path, _ = warm_model
-    cfg = run_cfg(path, tmp_path / "ck", "run.steps=3", "run.checkpoint_every=3")
-    train(cfg)
-    ckpt = tmp_path / "ck" / "checkpoints" / "step_3"
+    ckpt = checkpointed_run / "checkpoints" / "step_3"  # read only: the refusals below edit copies
     saved = load_file(str(ckpt / "hf_model" / "model.safetensors"))
     manifests = [json.loads((ckpt / "replay" / f"shard_{i}" / "manifest.json").read_text()) for i in range(2)]
     assert_real_checkpoint_is_verified(ckpt, tmp_path / "copies")
