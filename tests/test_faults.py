@@ -21,6 +21,7 @@ from replay_rl.metrics import read_metrics
 from replay_rl.replay.budget_check import k_inf_past_budget
 from replay_rl.driver.roles import RunFailed
 from replay_rl.driver.trainer import train
+from tests.runs import copy_run
 
 pytestmark = [pytest.mark.slow, pytest.mark.ray, pytest.mark.deepspeed]
 
@@ -156,10 +157,11 @@ def test_a_shard_past_its_restarts_is_named(ray_cluster, warm_model, tmp_path):
     print(f"shard kill → one-line RunFailed in {time.monotonic() - killed[0]:.1f}s")
 
 
-def test_resume_auto_continues_the_same_metrics_file(ray_cluster, warm_model, tmp_path):
+def test_resume_auto_continues_the_same_metrics_file(ray_cluster, warm_model, checkpointed_run, tmp_path):
     path, _ = warm_model
-    out = tmp_path / "auto"
-    first = train(run_cfg(path, out, "run.steps=4", "run.checkpoint_every=2", "run.eval_every=2"))
+    # a finished 4-step run, a checkpoint and an eval every 2 steps (the session's, copied: this test edits it)
+    out = copy_run(checkpointed_run, tmp_path / "auto")
+    first = read_metrics(out / "metrics.jsonl", "train")[-1]
     # as if generators had inserted two calls' rollouts while the step-4 checkpoint was written, after the ledger
     # read K_inf: the buffer's snapshot holds them, so the resumed generators must not make them again
     state_file = out / "checkpoints" / "step_4" / STATE_FILE

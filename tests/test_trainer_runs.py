@@ -18,19 +18,9 @@ from replay_rl.config.replay_specs import pace_for
 from replay_rl.metrics import read_metrics
 from replay_rl.analysis.report import PLOTS
 from replay_rl.driver.trainer import build, train
-from tests.runs import run_cfg
+from tests.runs import copy_run, run_cfg
 
 pytestmark = [pytest.mark.slow, pytest.mark.ray, pytest.mark.deepspeed]
-
-
-@pytest.fixture(scope="module")
-def checkpointed_run(ray_cluster, warm_model, tmp_path_factory) -> Path:
-    """One finished 4-step run (seed 0, a checkpoint at step 3 and the final one at 4), shared: the resume test only
-    reads its step-3 checkpoint, and the folder test works on a copy of it."""
-    out = tmp_path_factory.mktemp("checkpointed") / "run"
-    train(run_cfg(warm_model[0], out, "run.steps=4", "run.checkpoint_every=3", "run.seed=0", "run.eval_every=4",
-                  "run.eval_prompts=20"))
-    return out
 
 
 def test_cli_train_replay_mode_writes_metrics(warm_model, tmp_path):
@@ -81,11 +71,11 @@ def test_a_run_owns_its_folder_and_a_finished_run_extends_to_more_steps(ray_clus
     step-4 checkpoint as its final model. Now it is refused in one line; started over (run.overwrite) it saves its
     own. That run, finished, is then extended from 4 to 8 steps with resume_from=auto, as the study extends runs:
     its metrics up to step 4 stay byte for byte, steps, evals and the ledger go on, replay_stats.json is rewritten.
-    The first run is a copy of the shared checkpointed run (final_model stays a relative link into it)."""
+    The first run is a copy of the session's checkpointed run (4 steps, seed 0)."""
     path, _ = warm_model
     out, second = tmp_path / "used", ("run.seed=1", "learner.lr=1e-3", "run.eval_every=4", "run.eval_prompts=20")
     model = out / "final_model" / "model.safetensors"
-    shutil.copytree(checkpointed_run, out, symlinks=True)
+    copy_run(checkpointed_run, out)
     assert os.readlink(out / "final_model") == "checkpoints/step_4/hf_model"
     first = hashlib.sha256(model.read_bytes()).hexdigest()
     with pytest.raises(ConfigError, match=r"holds another run's checkpoints and metrics.jsonl: continue that run "
@@ -153,16 +143,16 @@ def test_ladder_rung_one_fifo_at_replay_ratio_one_is_the_baseline(ray_cluster, w
 
 def test_checkpoint_resumes_same_step_weights_and_buffer(ray_cluster, warm_model, checkpointed_run, tmp_path):
     path, _ = warm_model
-    ckpt = checkpointed_run / "checkpoints" / "step_3"  # read only: the refusals below edit copies
+    ckpt = checkpointed_run / "checkpoints" / "step_4"  # its final checkpoint, only read: the refusals edit copies
     saved = load_file(str(ckpt / "hf_model" / "model.safetensors"))
     manifests = [json.loads((ckpt / "replay" / f"shard_{i}" / "manifest.json").read_text()) for i in range(2)]
     assert_real_checkpoint_is_verified(ckpt, tmp_path / "copies")
-    resumed_cfg = run_cfg(path, tmp_path / "ck2", "run.steps=3", f"run.resume_from={ckpt}")
+    resumed_cfg = run_cfg(path, tmp_path / "ck2", "run.steps=4", f"run.resume_from={ckpt}")
     roles = build(resumed_cfg, str(Path(path).resolve()))
     try:
         from replay_rl.driver.trainer import ledger_for
         ledger = ledger_for(resumed_cfg)
-        assert roles.resume(str(ckpt), ledger) == 3 and ledger.k_train == 3 * 32
+        assert roles.resume(str(ckpt), ledger) == 4 and ledger.k_train == 4 * 32
         state = roles.learners.full_state()[0]
         assert all(torch.equal(state[k], saved[k]) for k in saved)
         stats = roles.replay.shard_stats()
@@ -179,12 +169,12 @@ def assert_real_checkpoint_is_verified(ckpt: Path, copies: Path) -> None:
     from replay_rl.driver.run_folder import start_run
 
     listed = json.loads((ckpt / MANIFEST).read_text())["sha256"]
-    assert {"latest", "step_3/mp_rank_00_model_states.pt", "step_3/zero_pp_rank_1_mp_rank_00_optim_states.pt",
+    assert {"latest", "step_4/mp_rank_00_model_states.pt", "step_4/zero_pp_rank_1_mp_rank_00_optim_states.pt",
             "zero_to_fp32.py"} <= set(listed)
     verify(ckpt)
-    for name, change in (("step_3/mp_rank_00_model_states.pt", lambda f: f.write_bytes(f.read_bytes()[:-1] + b"x")),
-                         ("step_3/zero_pp_rank_2_mp_rank_00_optim_states.pt", lambda f: torch.save({}, f))):
-        copy = copies / name.replace("/", "_") / "step_3"
+    for name, change in (("step_4/mp_rank_00_model_states.pt", lambda f: f.write_bytes(f.read_bytes()[:-1] + b"x")),
+                         ("step_4/zero_pp_rank_2_mp_rank_00_optim_states.pt", lambda f: torch.save({}, f))):
+        copy = copies / name.replace("/", "_") / "step_4"
         shutil.copytree(ckpt, copy)
         change(copy / name)
         cfg = RunConfig.load(None, [f"run.output_dir={copies / 'out'}", f"run.resume_from={copy}"])
