@@ -81,3 +81,16 @@ def ray_cluster():
                runtime_env={"env_vars": {"HF_HUB_OFFLINE": "1", "HF_HUB_DISABLE_PROGRESS_BARS": "1"}})
     yield ray
     ray.shutdown()
+
+
+@pytest.fixture(scope="session")
+def checkpointed_run(ray_cluster, warm_model, tmp_path_factory):
+    """A finished 4-step run (seed 0, a checkpoint and an eval every 2 steps), trained once per session for the
+    tests that need a used run folder or a real checkpoint: they only read it, or work on a copy (runs.copy_run)."""
+    from replay_rl.driver.trainer import train
+    from tests.runs import run_cfg
+
+    out = tmp_path_factory.mktemp("checkpointed") / "run"
+    train(run_cfg(warm_model[0], out, "run.steps=4", "run.checkpoint_every=2", "run.eval_every=2",
+                  "run.eval_prompts=20", "run.seed=0"))
+    return out

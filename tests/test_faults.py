@@ -2,7 +2,8 @@
 restored in place from its live snapshot, and a shard and a generator paused mid-run are found hung and recovered the
 same ways (one run); paused generators past their restarts stop the run with the stall's line, a shard without
 restarts that dies is named, a run resumed with resume_from=auto continues its metrics file, and a dead learner
-rank restarts every role from the newest checkpoint (run.max_restarts), or is named once those are used up."""
+rank, or a dead generator of a sync.type=nccl broadcast group (the broadcast's end-to-end test), restarts every role
+from the newest checkpoint (run.max_restarts), or is named once those are used up."""
 
 import contextlib
 import json
@@ -20,6 +21,7 @@ from replay_rl.metrics import read_metrics
 from replay_rl.replay.budget_check import k_inf_past_budget
 from replay_rl.driver.roles import RunFailed
 from replay_rl.driver.trainer import train
+from tests.runs import copy_run
 
 pytestmark = [pytest.mark.slow, pytest.mark.ray, pytest.mark.deepspeed]
 
@@ -155,10 +157,11 @@ def test_a_shard_past_its_restarts_is_named(ray_cluster, warm_model, tmp_path):
     print(f"shard kill → one-line RunFailed in {time.monotonic() - killed[0]:.1f}s")
 
 
-def test_resume_auto_continues_the_same_metrics_file(ray_cluster, warm_model, tmp_path):
+def test_resume_auto_continues_the_same_metrics_file(ray_cluster, warm_model, checkpointed_run, tmp_path):
     path, _ = warm_model
-    out = tmp_path / "auto"
-    first = train(run_cfg(path, out, "run.steps=4", "run.checkpoint_every=2", "run.eval_every=2"))
+    # a finished 4-step run, a checkpoint and an eval every 2 steps (the session's, copied: this test edits it)
+    out = copy_run(checkpointed_run, tmp_path / "auto")
+    first = read_metrics(out / "metrics.jsonl", "train")[-1]
     # as if generators had inserted two calls' rollouts while the step-4 checkpoint was written, after the ledger
     # read K_inf: the buffer's snapshot holds them, so the resumed generators must not make them again
     state_file = out / "checkpoints" / "step_4" / STATE_FILE
@@ -191,7 +194,9 @@ def test_resume_auto_continues_the_same_metrics_file(ray_cluster, warm_model, tm
                          ids=["learner-rank", "generator-in-broadcast-group"])
 def test_a_dead_role_restarts_every_role_from_the_newest_checkpoint(ray_cluster, warm_model, tmp_path, role, extra):
     """run.max_restarts: a dead learner rank, or a generator whose death breaks the broadcast group, restarts every
-    role from the step-4 checkpoint; the run reaches its last step with one row per step, and counts as one."""
+    role from the step-4 checkpoint; the run reaches its last step with one row per step, and counts as one. The
+    broadcast case is also the end-to-end test of sync.type=nccl (run on gloo here): the generators follow the
+    learner's versions before the fault and after the group re-forms."""
     path, _ = warm_model
     seen: dict = {}
 
@@ -206,15 +211,20 @@ def test_a_dead_role_restarts_every_role_from_the_newest_checkpoint(ray_cluster,
     cfg = run_cfg(path, out, "run.steps=10", "run.checkpoint_every=2", "run.max_restarts=1", *extra)
     final = train(cfg, kill_at_step_5)
     rows = read_metrics(out / "metrics.jsonl")
+    train_rows = [r for r in rows if r["kind"] == "train"]
     # K_inf counts each rollout once: by step s no more than the pace's budget (plus the call that crosses it)
     # exists, and the resumed generators do not make again what the checkpoint's buffer already holds
-    assert not k_inf_past_budget(cfg, [r for r in rows if r["kind"] == "train"]), rows
-    assert [r["step"] for r in rows if r["kind"] == "train"] == list(range(1, 11))
+    assert not k_inf_past_budget(cfg, train_rows), rows
+    assert [r["step"] for r in train_rows] == list(range(1, 11))
     assert [r["step"] for r in rows if r["kind"] == "eval"] == [0, 10]
     assert final["step"] == 10 and final["ledger/run_restarts"] == 1 and final["ledger/k_train"] == 10 * 32
     # trained again from the checkpoint: step 5 is the first step of the second attempt, and it published weights
     assert seen["first_step_after"] == 5 and final["ledger/generator_version_min"] >= 6
-    assert [r["ledger/run_restarts"] for r in rows if r["kind"] == "train"] == [0] * 4 + [1] * 6
+    assert [r["ledger/run_restarts"] for r in train_rows] == [0] * 4 + [1] * 6
+    # every step published the whole model; the ledger's count, restored from step 4, goes on: 10 publishes
+    assert final["ledger/sync_bytes"] >= 10 * final["sync/publish_bytes"] > 10 * 400_000
+    if extra:  # sync.type=nccl on gloo: before the fault too, every generator received broadcast weights
+        assert train_rows[3]["ledger/generator_version_min"] >= 2
     print(f"{role} kill → every role restarted from step 4, step 5 done again {seen['recovered_s']:.1f}s later")
 
 

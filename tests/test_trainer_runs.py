@@ -18,7 +18,7 @@ from replay_rl.config.replay_specs import pace_for
 from replay_rl.metrics import read_metrics
 from replay_rl.analysis.report import PLOTS
 from replay_rl.driver.trainer import build, train
-from tests.runs import run_cfg
+from tests.runs import copy_run, run_cfg
 
 pytestmark = [pytest.mark.slow, pytest.mark.ray, pytest.mark.deepspeed]
 
@@ -65,15 +65,18 @@ def test_on_policy_mode_uses_each_rollout_once_also_across_a_resume(ray_cluster,
     assert final["ledger/k_inf"] < pace_for(cfg).budget(4) + 2 * cfg.generation.rollouts_per_call
 
 
-def test_a_run_owns_its_folder_and_a_finished_run_extends_to_more_steps(ray_cluster, warm_model, tmp_path):
+def test_a_run_owns_its_folder_and_a_finished_run_extends_to_more_steps(ray_cluster, warm_model, checkpointed_run,
+                                                                       tmp_path):
     """Issue 28's reproduction: a second run (another seed and LR) in a used folder handed out the first run's
     step-4 checkpoint as its final model. Now it is refused in one line; started over (run.overwrite) it saves its
     own. That run, finished, is then extended from 4 to 8 steps with resume_from=auto, as the study extends runs:
-    its metrics up to step 4 stay byte for byte, steps, evals and the ledger go on, replay_stats.json is rewritten."""
+    its metrics up to step 4 stay byte for byte, steps, evals and the ledger go on, replay_stats.json is rewritten.
+    The first run is a copy of the session's checkpointed run (4 steps, seed 0)."""
     path, _ = warm_model
     out, second = tmp_path / "used", ("run.seed=1", "learner.lr=1e-3", "run.eval_every=4", "run.eval_prompts=20")
     model = out / "final_model" / "model.safetensors"
-    train(run_cfg(path, out, "run.steps=4", "run.seed=0", "run.eval_every=4", "run.eval_prompts=20"))
+    copy_run(checkpointed_run, out)
+    assert os.readlink(out / "final_model") == "checkpoints/step_4/hf_model"
     first = hashlib.sha256(model.read_bytes()).hexdigest()
     with pytest.raises(ConfigError, match=r"holds another run's checkpoints and metrics.jsonl: continue that run "
                                           r"with run.resume_from=auto, start over there with run.overwrite=true"):
@@ -138,29 +141,18 @@ def test_ladder_rung_one_fifo_at_replay_ratio_one_is_the_baseline(ray_cluster, w
     assert final["ledger/compute"] == pytest.approx((final["ledger/k_train"] + final["ledger/k_inf"]) / 32)
 
 
-def test_broadcast_weight_sync_end_to_end(ray_cluster, warm_model, tmp_path):
-    """sync.type=nccl runs the same broadcast group on gloo here: generators must follow the learner's versions."""
+def test_checkpoint_resumes_same_step_weights_and_buffer(ray_cluster, warm_model, checkpointed_run, tmp_path):
     path, _ = warm_model
-    final = train(run_cfg(path, tmp_path / "bc", "sync.type=nccl", "sync.backend=gloo", "run.steps=4"))
-    assert final["step"] == 4 and final["ledger/sync_bytes"] >= 4 * final["sync/publish_bytes"] > 4 * 400_000
-    rows = read_metrics(tmp_path / "bc" / "metrics.jsonl", "train")
-    assert rows[-1]["ledger/generator_version_min"] >= 2  # every generator received broadcast weights
-
-
-def test_checkpoint_resumes_same_step_weights_and_buffer(ray_cluster, warm_model, tmp_path):
-    path, _ = warm_model
-    cfg = run_cfg(path, tmp_path / "ck", "run.steps=3", "run.checkpoint_every=3")
-    train(cfg)
-    ckpt = tmp_path / "ck" / "checkpoints" / "step_3"
+    ckpt = checkpointed_run / "checkpoints" / "step_4"  # its final checkpoint, only read: the refusals edit copies
     saved = load_file(str(ckpt / "hf_model" / "model.safetensors"))
     manifests = [json.loads((ckpt / "replay" / f"shard_{i}" / "manifest.json").read_text()) for i in range(2)]
     assert_real_checkpoint_is_verified(ckpt, tmp_path / "copies")
-    resumed_cfg = run_cfg(path, tmp_path / "ck2", "run.steps=3", f"run.resume_from={ckpt}")
+    resumed_cfg = run_cfg(path, tmp_path / "ck2", "run.steps=4", f"run.resume_from={ckpt}")
     roles = build(resumed_cfg, str(Path(path).resolve()))
     try:
         from replay_rl.driver.trainer import ledger_for
         ledger = ledger_for(resumed_cfg)
-        assert roles.resume(str(ckpt), ledger) == 3 and ledger.k_train == 3 * 32
+        assert roles.resume(str(ckpt), ledger) == 4 and ledger.k_train == 4 * 32
         state = roles.learners.full_state()[0]
         assert all(torch.equal(state[k], saved[k]) for k in saved)
         stats = roles.replay.shard_stats()
@@ -177,12 +169,12 @@ def assert_real_checkpoint_is_verified(ckpt: Path, copies: Path) -> None:
     from replay_rl.driver.run_folder import start_run
 
     listed = json.loads((ckpt / MANIFEST).read_text())["sha256"]
-    assert {"latest", "step_3/mp_rank_00_model_states.pt", "step_3/zero_pp_rank_1_mp_rank_00_optim_states.pt",
+    assert {"latest", "step_4/mp_rank_00_model_states.pt", "step_4/zero_pp_rank_1_mp_rank_00_optim_states.pt",
             "zero_to_fp32.py"} <= set(listed)
     verify(ckpt)
-    for name, change in (("step_3/mp_rank_00_model_states.pt", lambda f: f.write_bytes(f.read_bytes()[:-1] + b"x")),
-                         ("step_3/zero_pp_rank_2_mp_rank_00_optim_states.pt", lambda f: torch.save({}, f))):
-        copy = copies / name.replace("/", "_") / "step_3"
+    for name, change in (("step_4/mp_rank_00_model_states.pt", lambda f: f.write_bytes(f.read_bytes()[:-1] + b"x")),
+                         ("step_4/zero_pp_rank_2_mp_rank_00_optim_states.pt", lambda f: torch.save({}, f))):
+        copy = copies / name.replace("/", "_") / "step_4"
         shutil.copytree(ckpt, copy)
         change(copy / name)
         cfg = RunConfig.load(None, [f"run.output_dir={copies / 'out'}", f"run.resume_from={copy}"])
