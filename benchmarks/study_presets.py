@@ -105,8 +105,8 @@ PRESETS: dict[str, dict] = {
     "measure": MEASURE,
     "rules": RULES_SCREEN,
     # CI: the whole pipeline end to end in about a minute, two LRs on each side, each side's best extended to 2x its
-    # steps from its final checkpoint; its numbers mean nothing, so its runs are as short as keep 3 evals a run
-    "mini": {"steps": 6, "eval_every": 3, "seeds": 1, "extend": 2, "extend_best": 1,
+    # steps from its final checkpoint; its numbers mean nothing
+    "mini": {"steps": 12, "eval_every": 6, "seeds": 1, "extend": 2, "extend_best": 1,
              "configs": {"replay_53_N2B": replay(5, 3, n="2B", extra=("replay.sampler=fresh_anchored",))},
              "sensitivity": {}, "sensitivity_seeds": 0, "set": ["run.eval_prompts=100", "learner.batch_size=32"],
              "lrs": (1e-4, 2e-4)},

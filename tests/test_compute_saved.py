@@ -96,10 +96,10 @@ def test_mini_study_end_to_end_writes_table_plots_and_paper_compute(warm_model, 
                            "--out", str(out), "-s", f"model.path={path}"], capture_output=True, text=True,
                           env={**os.environ, "HF_HUB_OFFLINE": "1"}, timeout=600, cwd=tmp_path)
     assert proc.returncode == 0, proc.stderr[-3000:]
-    # progress a person can follow; then each side's best LR extended from step 6 to 12 (its final checkpoint)
+    # progress a person can follow; then each side's best LR extended from step 12 to 24 (its final checkpoint)
     assert "[4/4] arithmetic replay_53_N2B lr 0.0002 seed 0" in proc.stderr, proc.stderr[-3000:]
-    # the replay row runs 6·(1 + 5.28)/(1 + 5/3) = 14 steps for the baseline's 6, evaluated every round(3·2.355) = 7
-    assert "extended from step 6)" in proc.stderr and "extended from step 14)" in proc.stderr
+    # the replay row runs 12·(1 + 5.28)/(1 + 5/3) = 28 steps for the baseline's 12
+    assert "extended from step 12)" in proc.stderr and "extended from step 28)" in proc.stderr
     assert "[6/6]" in proc.stderr
     front = json.loads((out / "results.json").read_text())
     assert set(front["tasks"]) == {"arithmetic"} and "**Headline**" in (out / "summary.md").read_text()
@@ -114,9 +114,8 @@ def test_mini_study_end_to_end_writes_table_plots_and_paper_compute(warm_model, 
     extended = report["extended"]
     assert set(extended) == {"baseline", "replay_53_N2B"} and all(len(v) == 1 for v in extended.values())
     longest = {name: max(r["steps"][-1] for r in rs) for name, rs in runs.items()}
-    assert longest == {"baseline": 12, "replay_53_N2B": 28}  # 2x, resumed: evals at 0, 3, ..., 12
-    assert [r["steps"] for r in runs["baseline"] if r["lr"] in extended["baseline"]] == [[0, 3, 6, 9, 12]]
-    assert [r["steps"] for r in runs["replay_53_N2B"] if r["lr"] in extended["replay_53_N2B"]] == [[0, 7, 14, 21, 28]]
+    assert longest == {"baseline": 24, "replay_53_N2B": 56}  # 2x, resumed: evals at 0, 6, ..., 24
+    assert [r["steps"] for r in runs["baseline"] if r["lr"] in extended["baseline"]] == [[0, 6, 12, 18, 24]]
     base, rep = runs["baseline"][0], runs["replay_53_N2B"][0]
     # compute on the paper's axis, from the counts: (K_train + μ·K_inf)/B at every eval
     for run in (base, rep):
@@ -156,7 +155,7 @@ def test_mini_study_end_to_end_writes_table_plots_and_paper_compute(warm_model, 
     at_base = json.loads((again / "base_budget" / "arithmetic" / "results.json").read_text())
     assert at_base["extended"] == {}
     assert {name: max(r["steps"][-1] for r in rs) for name, rs in at_base["runs"].items()} == {
-        "baseline": 6, "replay_53_N2B": 14}
+        "baseline": 12, "replay_53_N2B": 28}
 
 
 def fake_run(lr: float, capacity: int, acc: list[float]) -> dict:
