@@ -105,15 +105,19 @@ def test_the_readme_stock_ray_job_submit_line_works_as_written(head, warm_model,
     assert rows[-1]["ledger/generator_version_min"] >= 1, rows[-1]
 
 
+def loss_settings(out: Path, steps: int, every: int, node_wait_s: int, model: str, placed: list[str]) -> list[str]:
+    """A run placed by node resources (`placed`), checkpointing every `every` steps and allowed one restart."""
+    return [f"model.path={model}", f"run.output_dir={out}", f"run.steps={steps}", f"run.eval_every={steps}",
+            "run.eval_prompts=20", f"run.checkpoint_every={every}", "run.max_restarts=1",
+            f"run.node_wait_s={node_wait_s}", *placed]
+
+
 @contextlib.contextmanager
-def node_loss_job(cluster: Cluster, out: Path, steps: int, every: int, node_wait_s: int, model: str):
-    """A submitted run placed by node resources, checkpointing every `every` steps and allowed one restart; yields
-    it and a reader of its train rows, and stops it if the test ends first."""
-    job = subprocess.Popen(submit_command(cluster.address, "-c", "configs/tiny_cpu.yaml", "-s", f"model.path={model}",
-                                          "-s", f"run.output_dir={out}", "-s", f"run.steps={steps}", "-s",
-                                          f"run.eval_every={steps}", "-s", "run.eval_prompts=20", "-s",
-                                          f"run.checkpoint_every={every}", "-s", "run.max_restarts=1", "-s",
-                                          f"run.node_wait_s={node_wait_s}", *PLACED),
+def node_loss_job(cluster: Cluster, out: Path, settings: list[str]):
+    """The run of `settings`, submitted, writing to `out`; yields it and a reader of its train rows, and stops it if
+    the test ends first."""
+    job = subprocess.Popen(submit_command(cluster.address, "-c", "configs/tiny_cpu.yaml",
+                                          *[a for kv in settings for a in ("-s", kv)]),
                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     metrics = out / "metrics.jsonl"
     try:
@@ -123,65 +127,36 @@ def node_loss_job(cluster: Cluster, out: Path, steps: int, every: int, node_wait
             job.kill()
 
 
-def wait_for_step(job: subprocess.Popen, trained, step: int) -> list[dict]:
+def wait_for_rows(job: subprocess.Popen, trained, done, what: str) -> list[dict]:
+    """The train rows once done(rows) holds; fails with the job's output if it ends or 600 s pass first."""
     end = time.monotonic() + 600
-    while len(trained()) < step and job.poll() is None and time.monotonic() < end:
+    while not done(trained()) and job.poll() is None and time.monotonic() < end:
         time.sleep(0.2)
     rows = trained()
-    assert len(rows) >= step, job.communicate(timeout=60)[0][-3000:]
+    assert done(rows), f"{what}: " + job.communicate(timeout=60)[0][-3000:]
     return rows
 
 
-def test_losing_the_generators_node_waits_for_a_replacement_and_finishes_every_step(cluster, warm_model, tmp_path):
-    # the generators on a node of their own (a spot host offering spot_generator), lost at once after step 2: each
-    # death names that node, the driver waits (run.node_wait_s) for a node to run the replacements, and the run
-    # finishes with every step once and K_inf in the pace's budget, without restarting the other roles
-    def spot(name: str):
-        return start_node(cluster.logs / f"{name}.log", f"--address=127.0.0.1:{cluster.gcs}", "--num-cpus=1",
-                          '--resources={"spot_generator": 2}')
-
-    ours, steps, out = [spot("spot1")], 8, tmp_path / "spot"
-    settings = [f"model.path={warm_model[0]}", f"run.output_dir={out}", f"run.steps={steps}", f"run.eval_every={steps}",
-                "run.eval_prompts=20", "run.node_wait_s=300", "cluster.generator_resources={spot_generator: 1}",
-                "cluster.learner_resources={learner_node: 1}"]
-    try:
-        wait_for(lambda: offered(cluster, "spot_generator") >= 2, ours, [cluster.logs / "spot1.log"], "spot1 joining")
-        started = time.monotonic()
-        job = subprocess.Popen(submit_command(cluster.address, "-c", "configs/tiny_cpu.yaml",
-                                              *[a for kv in settings for a in ("-s", kv)]),
-                               stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
-        metrics = out / "metrics.jsonl"
-        try:
-            wait_for_step(job, lambda: read_metrics(metrics, "train") if metrics.is_file() else [], 2)
-            kill_node(ours[0])
-            ours.append(spot("spot2"))  # a replacement host, joining while the driver waits
-            log, _ = job.communicate(timeout=600)
-        finally:
-            if job.poll() is None:
-                job.kill()
-    finally:
-        stop_nodes(ours)  # the cluster offers what it did before, for the test below
-    assert job.returncode == 0 and "Traceback" not in log, log[-3000:]
-    for i in (0, 1):
-        assert re.search(rf"generator {i} {DIED_ON} [\d.]+ \(id \w+, offering spot_generator=2\), which left the "
-                         rf"cluster: replaced on node [\d.]+ \(id \w+, offering spot_generator=2\) after \d+s "
-                         rf"\(restart [12] of 3\)", log), log[-3000:]
-    rows = read_metrics(out / "metrics.jsonl", "train")
-    assert [r["step"] for r in rows] == list(range(1, steps + 1))  # each step once
-    assert rows[-1]["ledger/generator_restarts"] == 2 and rows[-1]["ledger/k_train"] == steps * 128
-    cfg = RunConfig.load(str(ROOT / "configs/tiny_cpu.yaml"), settings)
-    assert not k_inf_past_budget(cfg, rows), [(r["step"], r["ledger/k_inf"]) for r in rows]
-    waits = [ln for ln in log.splitlines() if "replaced on node" in ln]
-    print(f"generator node loss: {time.monotonic() - started:.0f}s for the run; {waits}", file=sys.stderr)
+def wait_for_step(job: subprocess.Popen, trained, step: int) -> list[dict]:
+    return wait_for_rows(job, trained, lambda rows: len(rows) >= step, f"step {step}")
 
 
-def test_losing_a_learner_node_stops_in_one_line_or_resumes_on_a_replacement(cluster, warm_model, tmp_path):
+def spot_node(cluster: Cluster, name: str):
+    """A spot host offering spot_generator (the generators' place, below), joined to the head."""
+    return start_node(cluster.logs / f"{name}.log", f"--address=127.0.0.1:{cluster.gcs}", "--num-cpus=1",
+                      '--resources={"spot_generator": 2}')
+
+
+def test_losing_a_learner_node_stops_or_resumes_and_losing_the_generators_node_replaces_them(cluster, warm_model,
+                                                                                             tmp_path):
     # last in this module: it takes worker nodes away (a preempted host: its `ray start` and everything under it,
     # killed at once) and leaves the replacements it starts in the cluster
     steps, every, model = 14, 4, warm_model[0]
-    # 1. no replacement comes within run.node_wait_s: one line naming the lost node and the resume command
+    # 1. no replacement comes within run.node_wait_s: one line naming the lost node and the resume command. The
+    # wait must outlast the loopback cluster's node-death detection (~5 s, loopback.HEALTH_CHECK), or the restart
+    # line cannot say the node left
     out = tmp_path / "no_replacement"
-    with node_loss_job(cluster, out, steps, every, 20, model) as (job, trained):
+    with node_loss_job(cluster, out, loss_settings(out, steps, every, 10, model, PLACED[1::2])) as (job, trained):
         wait_for_step(job, trained, 2)
         kill_node(cluster.nodes[2])
         log, _ = job.communicate(timeout=600)
@@ -191,26 +166,56 @@ def test_losing_a_learner_node_stops_in_one_line_or_resumes_on_a_replacement(clu
     (last,) = [ln for ln in log.splitlines() if ln.startswith("submit: job failed: ")]
     assert "left the cluster" in last and "learner_node=1" in last and "run.node_wait_s" in last, last
     assert f"resume with run.resume_from=auto (newest checkpoint in {out})" in last, last
-    # 2. a replacement node joins: the run resumes from the newest checkpoint before the kill and finishes
+    # 2. the generators on a spot host of their own (spot_generator), the learner ranks on the two worker nodes.
+    # The spot host is lost at once after step 2: each generator's death names that node, the driver waits
+    # (run.node_wait_s) for a node to run the replacements and goes on without restarting the other roles. Then a
+    # learner node is lost, and a replacement joins: the run resumes from the newest checkpoint before that kill
     replace_node(cluster, "replacement1")
-    out = tmp_path / "replaced"
-    with node_loss_job(cluster, out, steps, every, 300, model) as (job, trained):
-        wait_for_step(job, trained, every + 2)
-        kill_node(cluster.nodes[1])  # worker 1: it holds the other learner rank
-        killed_at = time.time()
-        replace_node(cluster, "replacement2")
-        log, _ = job.communicate(timeout=900)
-    assert job.returncode == 0, log[-3000:]
+    out, spots = tmp_path / "replaced", [spot_node(cluster, "spot1")]
+    settings = loss_settings(out, steps, every, 300, model, ["cluster.generator_resources={spot_generator: 1}",
+                                                             "cluster.learner_resources={learner_node: 1}"])
+    try:
+        wait_for(lambda: offered(cluster, "spot_generator") >= 2, spots, [cluster.logs / "spot1.log"], "spot1 joining")
+        started = time.monotonic()
+        with node_loss_job(cluster, out, settings) as (job, trained):
+            wait_for_step(job, trained, 2)
+            kill_node(spots[0])
+            spots.append(spot_node(cluster, "spot2"))  # a replacement host, joining while the driver waits
+            # the learner node is lost once both generators' replacements show in the ledger
+            at_kill = wait_for_rows(job, trained, lambda rows: len(rows) >= every + 2 and
+                                    rows[-1]["ledger/generator_restarts"] >= 2, "both generators replaced")
+            kill_node(cluster.nodes[1])  # worker 1: it holds the other learner rank
+            killed_at = time.time()
+            replace_node(cluster, "replacement2")
+            log, _ = job.communicate(timeout=900)
+    finally:
+        stop_nodes(spots)
+    assert job.returncode == 0 and "Traceback" not in log.split("restart 1 of 1")[0], log[-3000:]
+    for i in (0, 1):
+        assert re.search(rf"generator {i} {DIED_ON} [\d.]+ \(id \w+, offering spot_generator=2\), which left the "
+                         rf"cluster: replaced on node [\d.]+ \(id \w+, offering spot_generator=2\) after \d+s "
+                         rf"\(restart [12] of 3\)", log), log[-3000:]
     assert re.search(rf"restart 1 of 1: learner rank \d {DIED_ON} .*learner_node=1.*left the cluster", log), log
+    assert log.count("every role restarts from") == 1, log[-3000:]  # the generators' loss restarted no other role
     rows = read_metrics(out / "metrics.jsonl", "train")
     assert [r["step"] for r in rows] == list(range(1, steps + 1))  # continuous: each step once
+    # the generators' two restarts, read as the learner node was lost: the restart of every role starts that count
+    # anew, and the resumed run's metrics keep only the rows up to its checkpoint
+    assert at_kill[-1]["ledger/generator_restarts"] == 2 and rows[-1]["ledger/k_train"] == steps * 128, at_kill[-1]
+    before = [r for r in rows if r["time"] <= killed_at]
+    waits = [ln for ln in log.splitlines() if "replaced on node" in ln]
+    print(f"generator node loss: {waits}", file=sys.stderr)
     resumed = [r for r in rows if r["time"] > killed_at]
     checkpoint = resumed[0]["step"] - 1
-    last_done = max(r["step"] for r in rows if r["time"] <= killed_at)
+    last_done = max(r["step"] for r in before)
     # the newest complete checkpoint at the kill (one being written at that moment does not count)
     assert checkpoint in {last_done // every * every, (last_done - 1) // every * every}, (checkpoint, last_done)
     print(f"node loss: {resumed[0]['time'] - killed_at:.1f} s from the kill to step {resumed[0]['step']}, "
-          f"the first after resuming from step {checkpoint}", file=sys.stderr)
+          f"the first after resuming from step {checkpoint}; {time.monotonic() - started:.0f}s for the run",
+          file=sys.stderr)
+    # K_inf within the pace's budget (Pace.budget), across the generators' replacement and the resume
+    cfg = RunConfig.load(str(ROOT / "configs/tiny_cpu.yaml"), settings)
+    assert not k_inf_past_budget(cfg, rows), [(r["step"], r["ledger/k_inf"]) for r in rows]
     # K_inf after a resume: no generator can make more than the pace's budget, B + s·R rollouts by version s (plus
     # the call it is in), so the count's offset from s·R stays ≤ B + one call (32) unless something is counted twice.
     # Resumed generators once counted on from the ledger's K_inf, read before the checkpoint was written, and made

@@ -54,19 +54,25 @@ def find_deadlock(s: LimitSetting) -> Deadlock | None:
     """A schedule that ends with generators and learners both blocked, or None if no reachable state blocks both."""
     spi, tol = Fraction(s.samples_per_insert).limit_denominator(1000), Fraction(s.tolerance).limit_denominator(1000)
     unit = math.lcm(spi.denominator, tol.denominator)  # errors in integer units of 1/unit sample: exact and fast
-    step_in = {k: int(k * spi * unit) for k in s.insert_sizes}
     n, tol_u, sample_u = s.sample_size, int(tol * unit), s.sample_size * unit
     # only what the rules compare is kept: inserts up to min_size; items up to n unless sampling removes them
-    item_cap = s.capacity if s.removes_on_sample else min(s.capacity, n)
+    min_size, item_cap = s.min_size_to_sample, s.capacity if s.removes_on_sample else min(s.capacity, n)
+    inserts_of = [(f"i{k}", k, int(k * spi * unit)) for k in s.insert_sizes]  # (op, items, error it adds)
+    lowest, taken = sample_u - tol_u, n if s.removes_on_sample else 0  # a sample needs error − n ≥ −tol
+    # breadth first, so a witness is a shortest schedule; the loop is the validator's cost (10k settings in the
+    # tests), hence no per-state lists, min() calls or op names built in it
     start = (0, 0, 0)
     seen, queue = {start: None}, deque([start])
     while queue:
         state = queue.popleft()
         inserts, items, error = state
-        moves = [(f"i{k}", (min(inserts + k, s.min_size_to_sample), min(items + k, item_cap), error + step_in[k]))
-                 for k in s.insert_sizes if error + step_in[k] <= tol_u]
-        if inserts >= s.min_size_to_sample and error - sample_u >= -tol_u and items >= n:
-            moves.append(("s", (inserts, items - n if s.removes_on_sample else items, error - sample_u)))
+        moves = []
+        for op, k, step in inserts_of:
+            if error + step <= tol_u:
+                i, m = inserts + k, items + k
+                moves.append((op, (i if i < min_size else min_size, m if m < item_cap else item_cap, error + step)))
+        if inserts >= min_size and error >= lowest and items >= n:
+            moves.append(("s", (inserts, items - taken, error - sample_u)))
         if not moves:
             return Deadlock(_path(seen, state), inserts, items, Fraction(error, unit))
         for op, nxt in moves:
