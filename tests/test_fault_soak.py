@@ -10,12 +10,6 @@ import pytest
 ROOT = Path(__file__).parents[1]
 pytestmark = [pytest.mark.slow, pytest.mark.ray, pytest.mark.deepspeed]
 SEED, STEPS = 6, 10  # the generator reports killed, a generator paused, the evaluator paused in a checkpoint
-# the paused evaluator is found once the run waits eval_timeout_s for its eval: 15 s rather than the soak's 30 is
-# still over 10 times a healthy 20-prompt eval here (~1 s after the roles are built, step 0's included). The other
-# bounds stay the soak's: the paused generator's stall_timeout_s must outlast its replacement's start under load,
-# and hung_probe_s a live actor's answer. The holds are not waited out (fault_trials.HOLD_S, 45 s, still outlasts
-# every bound): each stopped process is killed by the run's recovery, which ends its hold.
-SAMPLE_BOUNDS = ["run.eval_timeout_s=15"]
 
 
 # 500 s here beside a running benchmark on 2 cores (two of the three faults restart every role), over the suite's
@@ -26,7 +20,7 @@ def test_three_seeded_faults_on_the_local_runtime_are_survived(warm_model, tmp_p
     from fault_soak import Local, markdown, plan, run_settings, soak
 
     trials = plan(SEED, 3, cluster=False, steps=STEPS)
-    outcomes = soak(trials, Local(warm_model[0]), tmp_path, [*run_settings(STEPS, checkpoint_every=3), *SAMPLE_BOUNDS])
+    outcomes = soak(trials, Local(warm_model[0]), tmp_path, run_settings(STEPS, checkpoint_every=3))
     table = markdown(outcomes, {"cluster": False, "date": "", "commit": "", "command": "", "wall_s": 0})
     assert all(o.passed for o in outcomes), table
     print(table)
