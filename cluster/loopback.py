@@ -7,10 +7,12 @@ from __future__ import annotations
 import contextlib
 import os
 import re
+import shutil
 import signal
 import socket
 import subprocess
 import sys
+import tempfile
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -37,6 +39,19 @@ RAY_CLI_S = 30    # one `ray status` / `ray job list`: against a node that died,
 HEALTH_CHECK = '--system-config={"health_check_period_ms": 1000, "health_check_failure_threshold": 5}'
 
 
+# Each joining node's Ray temp dir. Sharing the head's /tmp/ray, every node's runtime-env agent deleted and unpacked
+# a job's working_dir again on its own first use (Ray's overwrite=True), under the workers another node had just
+# started in it: a worker whose cwd is gone dies at its first torch op with "Intel oneMKL FATAL ERROR: Cannot load
+# libtorch_cpu.so" (reproduced by running torch in a deleted cwd). Real hosts have a /tmp/ray each. Kept after the
+# node stops, as /tmp/ray is, for its logs; short, since Ray's socket paths must stay under 107 characters.
+NODE_DIRS = Path(tempfile.gettempdir()) / "ray-loopback"
+
+
+def node_dir() -> str:
+    NODE_DIRS.mkdir(exist_ok=True)
+    return tempfile.mkdtemp(prefix="node-", dir=NODE_DIRS)
+
+
 class NodeDown(RuntimeError):
     """A node of the test cluster exited or did not come up (seen under load: a raylet that waited too long for its
     dashboard agent aborted at start-up, and the fixture then waited on `ray status` against a dead head)."""
@@ -44,8 +59,11 @@ class NodeDown(RuntimeError):
 
 def start_node(log: Path, *args: str) -> subprocess.Popen:
     """One `ray start --block` on loopback, every port its own (several nodes share this box), in its own process
-    group: stopping it stops only that node. Its output goes to `log`, read back when it fails."""
+    group: stopping it stops only that node. Its output goes to `log`, read back when it fails. A node that joins
+    gets a Ray temp dir of its own (NODE_DIRS)."""
     agent, agent_grpc, runtime_env, metrics = (free_port() for _ in range(4))
+    if "--head" not in args:
+        args = (*args, f"--temp-dir={node_dir()}")
     with open(log, "w") as out:
         return subprocess.Popen(["ray", "start", "--block", f"--dashboard-agent-listen-port={agent}",
                                  f"--dashboard-agent-grpc-port={agent_grpc}", f"--runtime-env-agent-port={runtime_env}",
@@ -68,6 +86,15 @@ def stop_nodes(nodes: list[subprocess.Popen], grace_s: float = 5) -> None:
             except subprocess.TimeoutExpired:
                 os.killpg(node.pid, signal.SIGKILL)
                 node.wait(timeout=60)
+            forget_packages(node)
+
+
+def forget_packages(node: subprocess.Popen) -> None:
+    """A stopped joining node's unpacked job packages (tens of MB a job) go; its logs stay, as /tmp/ray's do."""
+    for arg in node.args:
+        if arg.startswith("--temp-dir="):
+            for unpacked in Path(arg.split("=", 1)[1]).glob("session_*/runtime_resources"):
+                shutil.rmtree(unpacked, ignore_errors=True)
 
 
 def kill_node(node: subprocess.Popen) -> None:
@@ -79,6 +106,7 @@ def kill_node(node: subprocess.Popen) -> None:
         with contextlib.suppress(psutil.NoSuchProcess):
             proc.kill()
     node.wait(timeout=60)
+    forget_packages(node)
 
 
 def ray_cli(*args: str) -> subprocess.CompletedProcess | None:
