@@ -47,10 +47,13 @@ def test_a_publish_hung_on_its_rank_is_named(stand_in_roles):
                                "(sync.timeout_s)", started)
 
 
-@pytest.mark.parametrize("board, for_eval", [("board", False), ("eval_board", True)], ids=["board", "eval-board"])
-def test_a_publish_held_by_a_paused_board_names_the_board(stand_in_roles, board, for_eval):
-    """Rank 0's put waits on a paused board (the soak's trial 0 read "learner rank 0 hung"): the board is named."""
-    roles = stand_in_roles(hang=("rank0", board))
+@pytest.mark.parametrize("board, for_eval, sync", [("board", False, "object_store"), ("eval_board", True, "object_store"),
+                                                   ("board", False, "nccl")], ids=["board", "eval-board", "nccl"])
+def test_a_publish_held_by_a_paused_board_names_the_board(stand_in_roles, board, for_eval, sync):
+    """Rank 0's put waits on a paused board (the soak's trial 0 read "learner rank 0 hung"): the board is named, also
+    under sync.type=nccl, whose publish sets the board before it broadcasts."""
+    nccl = ("sync.type=nccl", "sync.backend=gloo") if sync == "nccl" else ()
+    roles = stand_in_roles(*nccl, hang=("rank0", board))
     started = time.monotonic()
     with pytest.raises(RunFailed) as failed:
         deadlines.publish(roles, 4, for_eval=for_eval)

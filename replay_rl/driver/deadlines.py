@@ -13,7 +13,7 @@ import ray
 from replay_rl.driver.checkpoints import STATE_FILE, checkpoint_dir, commit, staging_dir
 from replay_rl.generation.generator import calls_dealt
 from replay_rl.replay.shard import shard_dir
-from replay_rl.driver.supervision import Phase, board_blame, broadcast_blame, numbered
+from replay_rl.driver.supervision import Phase, numbered, publish_blame
 
 
 def checkpoint(roles, out: Path, step: int, ledger) -> Path:
@@ -58,20 +58,19 @@ def resume(roles, path: str | Path, ledger) -> int:
     phase.wait([s.actor.start_at.remote(s.first_call) for s in roles.slots], generators(roles))
     # the resumed weights reach every generator before it generates (a broadcast group receives them together)
     receivers = tuple(s.actor.await_version.remote(step) for s in roles.slots)
-    phase.blame = broadcast_blame(roles, phase.name) if cfg.sync.type == "nccl" else None
+    phase.blame = publish_blame(roles, phase.name)
     roles.learners.publish(version=step, receivers=receivers,
                            gather=phase.of(publishers(roles) + generators(roles)))
     return step
 
 
 def publish(roles, version: int, for_eval: bool = False) -> dict[str, float]:
-    """learners.publish within sync.timeout_s, its failure named: under sync.type=nccl a generator that dies or
-    hangs mid-broadcast fails or holds rank 0's send, and the line names that generator, not the symptom."""
+    """learners.publish within sync.timeout_s, its failure named: a paused weight board holds rank 0's put, and under
+    sync.type=nccl a generator that dies or hangs mid-broadcast fails or holds rank 0's send; the line names that
+    role, not the symptom."""
     cfg = roles.cfg
     name = f"weight publish{' to the evaluator' if for_eval else ''} of version {version}"
-    nccl = cfg.sync.type == "nccl" and not for_eval
-    blame = broadcast_blame(roles, name) if nccl else board_blame(roles, name, for_eval)
-    phase = Phase(roles, name, cfg.sync.timeout_s, "sync.timeout_s", blame)
+    phase = Phase(roles, name, cfg.sync.timeout_s, "sync.timeout_s", publish_blame(roles, name, for_eval))
     return roles.learners.publish(version=version, for_eval=for_eval, gather=phase.of(publishers(roles)))
 
 

@@ -103,5 +103,15 @@ def board_blame(roles, phase: str, for_eval: bool) -> Callable[[], RunFailed | N
     return lambda: first_silent(roles, {name: board}, "version", phase) if board is not None else None
 
 
+def publish_blame(roles, phase: str, for_eval: bool = False) -> Callable[[], RunFailed | None]:
+    """Who holds a publish: a paused board (every publish sets one, a broadcast too), or under sync.type=nccl a
+    broadcast member (not for the evaluator, which reads its board)."""
+    board = board_blame(roles, phase, for_eval)
+    if roles.cfg.sync.type != "nccl" or for_eval:
+        return board
+    members = broadcast_blame(roles, phase)
+    return lambda: members() or board()
+
+
 def numbered(role: str, n: int) -> list[str]:
     return [f"{role} {i}" for i in range(n)]
