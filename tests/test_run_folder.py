@@ -182,3 +182,14 @@ def test_a_run_without_an_id_writes_none_and_adopts_nothing(tmp_path):
     # None == None is no proof that the checkpoint on disk is this attempt's: it saves anew
     assert final_checkpoint(SavingRoles(), tmp_path, 2, None, None, saved) == saved
     assert saved.stat().st_ino != before
+
+
+def test_a_run_that_died_at_its_end_before_it_ended_resumes_there(tmp_path):
+    """Its final eval cut off (run.max_restarts=0, the default): final_model does not link the last checkpoint yet,
+    so resume_from=auto resumes it there (the eval is made again) instead of calling it finished."""
+    fake_run(tmp_path, "aaaa", steps=(2, 4))
+    (tmp_path / "final_model").unlink()
+    (tmp_path / "final_model").symlink_to("checkpoints/step_2/hf_model")  # an earlier end, extended since
+    assert start_run(cfg_for(tmp_path, "run.resume_from=auto", "run.steps=4"), tmp_path).resume.name == "step_4"
+    with pytest.raises(AlreadyFinished):
+        check_output_dir(cfg_for(tmp_path, "run.resume_from=auto", "run.steps=3"))

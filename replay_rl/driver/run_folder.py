@@ -106,7 +106,9 @@ def check_folder(cfg: RunConfig, out: Path) -> RunStart:
             raise ConfigError(f"run.resume_from: {str(resume)!r} was saved by run {theirs}, not by this folder's "
                               f"run {own} (run.json); pass one of its own checkpoints, or start over with "
                               "run.overwrite=true")
-        if (done := step_of(resume)) >= cfg.run.steps:  # the loop would not run: nothing to train, nothing to log
+        # the loop would not run: nothing to train, nothing to log; unless the run died at its end before it ended
+        # (its final eval cut off): resumed there, it makes that eval again and links its final model
+        if (done := step_of(resume)) > cfg.run.steps or (done == cfg.run.steps and ended_at(out, resume)):
             raise AlreadyFinished(f"run.output_dir {str(out)!r}: already finished at step {done} "
                                   f"(run.steps={cfg.run.steps}); raise run.steps to extend it")
         return RunStart(own or theirs or new_run_id(), resume)
@@ -117,6 +119,12 @@ def check_folder(cfg: RunConfig, out: Path) -> RunStart:
                           "with run.resume_from=auto, start over there with run.overwrite=true, or pick another "
                           "run.output_dir")
     return RunStart(new_run_id(), resume)
+
+
+def ended_at(out: Path, checkpoint: Path) -> bool:
+    """Whether the folder's run ended at `checkpoint`: final_model links into it only after the final eval."""
+    link = out / "final_model"
+    return link.is_symlink() and checkpoint.resolve() in link.resolve().parents
 
 
 def held_artefacts(out: Path) -> list[str]:
