@@ -59,7 +59,7 @@ def read_metrics(path: str | Path, kind: str | None = None) -> list[dict]:
     return [r for r in rows if kind is None or r["kind"] == kind]
 
 
-def row_at(path: str | Path, kind: str, step: int) -> dict:
-    """The values of the last `kind` row of `step` (no step, kind or time), or {} when it has none."""
-    rows = [r for r in read_metrics(path, kind) if r["step"] == step] if Path(path).is_file() else []
-    return {k: v for k, v in rows[-1].items() if k not in ("step", "kind", "time")} if rows else {}
+def row_at(rows: list[dict], kind: str, step: int) -> dict:
+    """The values of the last `kind` row of `step` in `rows` (read_metrics), without step, kind and time; {} if none."""
+    found = [r for r in rows if r["kind"] == kind and r["step"] == step]
+    return {k: v for k, v in found[-1].items() if k not in ("step", "kind", "time")} if found else {}

@@ -172,7 +172,7 @@ def test_resume_auto_continues_the_same_metrics_file(ray_cluster, warm_model, ch
     # as if the evaluator had died in step 4's eval: the resume makes it again (the soak's trial 8 lost it)
     metrics = out / "metrics.jsonl"
     metrics.write_text("".join(line for line in metrics.read_text().splitlines(keepends=True)
-                               if json.loads(line)["kind"] != "eval" or json.loads(line)["step"] != 4))
+                               if (row := json.loads(line))["kind"] != "eval" or row["step"] != 4))
     # as if the run had died after step 4 but its last checkpoint is step 4: resume and run to 6
     final = train(run_cfg(path, out, "run.steps=6", "run.checkpoint_every=2", "run.eval_every=2",
                           "run.resume_from=auto"))

@@ -44,7 +44,7 @@ def test_an_eval_the_death_cut_off_is_made_again_on_resume(tmp_path):
     """The soak's trial 8: the evaluator died in the eval of the last step, the restart resumed that step's
     checkpoint and the run ended with no final eval and no train row to summarise (KeyError 'ledger/compute')."""
     from replay_rl.driver.trainer import eval_lost
-    from replay_rl.metrics import MetricsSink, row_at
+    from replay_rl.metrics import MetricsSink, read_metrics, row_at
 
     cfg = RunConfig.load(None, ["run.steps=24", "run.eval_every=8"])
     sink = MetricsSink(tmp_path)
@@ -53,6 +53,7 @@ def test_an_eval_the_death_cut_off_is_made_again_on_resume(tmp_path):
     for step in range(1, 25):
         sink.log(step, "train", {"ledger/compute": float(step)})
     sink.close()
-    assert [s for s in (8, 16, 20, 24) if eval_lost(cfg, tmp_path, s)] == [16, 24]  # due and missing; 20 not due
-    assert row_at(tmp_path / "metrics.jsonl", "train", 24) == {"ledger/compute": 24.0}
-    assert row_at(tmp_path / "metrics.jsonl", "eval", 24) == {}
+    rows = read_metrics(tmp_path / "metrics.jsonl")
+    assert [s for s in (8, 16, 20, 24) if eval_lost(cfg, rows, s)] == [16, 24]  # due and missing; 20 not due
+    assert row_at(rows, "train", 24) == {"ledger/compute": 24.0}
+    assert row_at(rows, "eval", 24) == {}

@@ -27,7 +27,7 @@ from replay_rl.driver.session import connect, disconnect, stop_on_signals
 from replay_rl.driver.supervision import death_of
 from replay_rl.evaluation.warmstart import ensure_model
 from replay_rl.learner.group import LearnerStartTimeout
-from replay_rl.metrics import MetricsSink, namespaced, row_at
+from replay_rl.metrics import MetricsSink, namespaced, read_metrics, row_at
 
 
 def ledger_for(cfg: RunConfig) -> ComputeLedger:
@@ -101,7 +101,8 @@ def run_roles(cfg: RunConfig, model_path: str, resume: Path | None, restarts: in
         start = roles.resume(resume, ledger) if resume else 0
         sink = MetricsSink(out, keep_through_step=start if resume else -1)  # a fresh run starts a fresh file
         t0 = time.perf_counter() - ledger.wall_s
-        record = row_at(out / "metrics.jsonl", "train", start) if resume else {}  # a run resumed at its end has one
+        kept = read_metrics(out / "metrics.jsonl") if resume else []  # the rows through `start`, read once
+        record = row_at(kept, "train", start)  # the resumed step's: a run resumed at its end logs no other
 
         def log_evals(rows: list[tuple[int, dict]]) -> None:
             for eval_step, row in rows:
@@ -110,7 +111,7 @@ def run_roles(cfg: RunConfig, model_path: str, resume: Path | None, restarts: in
 
         if start == 0:  # where RL starts from, so every run reports before → after
             log_evals(roles.start_eval(0, namespaced("ledger", ledger.summary())) + roles.finished_evals(wait=True))
-        elif eval_lost(cfg, out, start):
+        elif eval_lost(cfg, kept, start):
             log_evals(roles.start_eval(start, namespaced("ledger", ledger.summary())))
         roles.start_generators()
         step, saved = start, resume
@@ -152,12 +153,12 @@ def run_roles(cfg: RunConfig, model_path: str, resume: Path | None, restarts: in
             sink.close()
 
 
-def eval_lost(cfg: RunConfig, out: Path, step: int) -> bool:
+def eval_lost(cfg: RunConfig, rows: list[dict], step: int) -> bool:
     """A resumed step was due an eval that the death cut off (a dead evaluator restarts the run from the checkpoint
     of the step it scored): the weights are that checkpoint's, so the eval is made again, not left out of the curve
     (at the last step, the run's final score)."""
     due = step % cfg.run.eval_every == 0 or step == cfg.run.steps
-    return due and not row_at(out / "metrics.jsonl", "eval", step)
+    return due and not row_at(rows, "eval", step)
 
 
 def draw_ahead(cfg: RunConfig, step: int) -> bool:
