@@ -209,7 +209,7 @@ def check_run(cfg: RunConfig, out: Path) -> list[str]:
     problems, rows = [], read_metrics(out / "metrics.jsonl", "train")
     if (steps := [r["step"] for r in rows]) != list(range(1, cfg.run.steps + 1)):
         problems.append(f"train rows are not steps 1..{cfg.run.steps} once each: {steps}")
-    if past := k_inf_past_budget(cfg, rows):
+    if past := k_inf_past_budget(cfg.pace_setting, rows):
         problems.append(f"K_inf past the pace's budget (step, K_inf, bound): {past[:3]}")
     if cfg.consumes_once:  # trained + still held can never exceed what was made, unless a batch came back
         twice = [r["step"] for r in rows if r["ledger/k_train"] + r["buffer/size"] > r["ledger/k_inf"]]

@@ -215,7 +215,7 @@ def test_losing_a_learner_node_stops_or_resumes_and_losing_the_generators_node_r
           file=sys.stderr)
     # K_inf within the pace's budget (Pace.budget), across the generators' replacement and the resume
     cfg = RunConfig.load(str(ROOT / "configs/tiny_cpu.yaml"), settings)
-    assert not k_inf_past_budget(cfg, rows), [(r["step"], r["ledger/k_inf"]) for r in rows]
+    assert not k_inf_past_budget(cfg.pace_setting, rows), [(r["step"], r["ledger/k_inf"]) for r in rows]
     # K_inf after a resume: no generator can make more than the pace's budget, B + s·R rollouts by version s (plus
     # the call it is in), so the count's offset from s·R stays ≤ B + one call (32) unless something is counted twice.
     # Resumed generators once counted on from the ledger's K_inf, read before the checkpoint was written, and made

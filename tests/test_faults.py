@@ -189,7 +189,7 @@ def test_resume_auto_continues_the_same_metrics_file(ray_cluster, warm_model, ch
     assert final["ledger/k_train"] == whole["ledger/k_train"]
     assert abs(final["ledger/k_inf"] - whole["ledger/k_inf"]) <= per_call
     # and within the pace's budget: made again, the two calls took K_inf past it (the defect the edit above stands for)
-    assert not k_inf_past_budget(cfg, [final])
+    assert not k_inf_past_budget(cfg.pace_setting, [final])
     assert final["ledger/compute"] == pytest.approx(whole["ledger/compute"], abs=cfg.cluster.emulate.mu * per_call / 32)
 
 
@@ -218,7 +218,7 @@ def test_a_dead_role_restarts_every_role_from_the_newest_checkpoint(ray_cluster,
     train_rows = [r for r in rows if r["kind"] == "train"]
     # K_inf counts each rollout once: by step s no more than the pace's budget (plus the call that crosses it)
     # exists, and the resumed generators do not make again what the checkpoint's buffer already holds
-    assert not k_inf_past_budget(cfg, train_rows), rows
+    assert not k_inf_past_budget(cfg.pace_setting, train_rows), rows
     assert [r["step"] for r in train_rows] == list(range(1, 11))
     assert [r["step"] for r in rows if r["kind"] == "eval"] == [0, 10]
     assert final["step"] == 10 and final["ledger/run_restarts"] == 1 and final["ledger/k_train"] == 10 * 32

@@ -7,7 +7,6 @@ from pathlib import Path
 
 from replay_rl.config.root import RunConfig
 from replay_rl.replay.limits import Pace
-from replay_rl.replay.pace_check import pace_setting
 from replay_rl.replay.reuse_window import ControllerSpec, ScheduleSpec, WindowSpec
 from replay_rl.replay.shard_spec import ShardSpec
 from replay_rl.replay.table import RateLimit, TableSpec
@@ -48,7 +47,7 @@ def window_spec(cfg: RunConfig) -> WindowSpec | None:
 
 def pace_for(cfg: RunConfig) -> Pace | None:
     """The emulated cluster's schedule, or None when generators run free (no cluster.emulate)."""
-    setting = pace_setting(cfg)
+    setting = cfg.pace_setting
     return None if setting is None else setting.pace()
 
 

@@ -21,8 +21,8 @@ from replay_rl.config.model import ModelConfig, WarmstartConfig
 from replay_rl.config.replay import FifoReplayConfig, ReplayConfig
 from replay_rl.config.tasks import ArithmeticTaskConfig, TaskConfig
 from replay_rl.config_errors import ConfigError, apply_override, format_validation_error, parse_yaml
-from replay_rl.replay.limit_check import LimitSetting, rate_limit_problem, shard_setting, smallest_safe_tolerance
-from replay_rl.replay.pace_check import pace_problem
+from replay_rl.replay.limit_check import LimitSetting, rate_limit_problem, smallest_safe_tolerance
+from replay_rl.replay.pace_check import PaceSetting, pace_problem
 
 
 class RunConfig(_Section):
@@ -60,7 +60,7 @@ class RunConfig(_Section):
                              "itself; remove replay.rate_limit or cluster.emulate")
         if self.replay.rate_limit and (problem := rate_limit_problem(self.rate_limit_setting(), self.replay.max_reuse)):
             raise ValueError(problem)
-        if c.emulate is not None and (problem := pace_problem(self)):  # decided by walking its states (pace_check)
+        if c.emulate is not None and (problem := pace_problem(self.pace_setting)):  # decided by walking its states (pace_check)
             raise ValueError(problem)
         if self.sync.type == "nccl" and self.replay.rate_limit is not None:
             # a generator blocked in a rate-limited insert cannot join the broadcast rank 0 is waiting in
@@ -79,7 +79,22 @@ class RunConfig(_Section):
         return self.learner.batch_size // self.cluster.learners
 
     def rate_limit_setting(self, tolerance: float | None = None) -> LimitSetting:
-        return shard_setting(self, tolerance)
+        """What one shard's rate limiter sees: its learner rank's sample size, and the insert chunks the client's
+        round-robin routing makes of one generator call (replay/limit_check.py walks it)."""
+        r, per_call, t = self.replay.rate_limit, self.generation.rollouts_per_call, self.cluster.learners
+        sizes = tuple(sorted({k for k in (per_call // t, -(-per_call // t)) if k > 0}))
+        return LimitSetting(r.samples_per_insert, tolerance or r.tolerance or 0.0, r.min_size_to_sample,
+                            self.rank_batch_size, sizes, self.shard_capacity, self.consumes_once)
+
+    @property
+    def pace_setting(self) -> PaceSetting | None:
+        """What the emulated pace is made of (replay/pace_check.py walks it); None when generators run free."""
+        e, c = self.cluster.emulate, self.cluster
+        if e is None:
+            return None
+        return PaceSetting(c.generators, c.learners, self.learner.batch_size, self.replay.capacity,
+                           self.generation.rollouts_per_call, self.target_replay_ratio, e.lead_steps,
+                           self.consumes_once, self.sync.every_steps)
 
     @property
     def rate_limit_tolerance(self) -> float | None:

@@ -3,14 +3,14 @@
 
 from __future__ import annotations
 
-from replay_rl.replay.pace_check import pace_setting
+from replay_rl.replay.pace_check import PaceSetting
 
 
-def k_inf_past_budget(cfg, rows: list[dict]) -> list[tuple[int, float, float]]:
+def k_inf_past_budget(s: PaceSetting | None, rows: list[dict]) -> list[tuple[int, float, float]]:
     """(step, K_inf, bound) of each train row whose K_inf passed what the pace lets generators start by that step:
     Pace.budget(step) plus the one call that crosses it. More means rollouts made or counted twice (resumed
-    generators that made again what a checkpoint's buffer held). Empty when generators run free (no emulate)."""
-    s = pace_setting(cfg)
+    generators that made again what a checkpoint's buffer held). Empty when generators run free (no pace: the
+    run's RunConfig.pace_setting is None)."""
     if s is None:
         return []
     pace = s.pace()

@@ -40,16 +40,6 @@ class Deadlock:
     error: Fraction
 
 
-def shard_setting(cfg, tolerance: float | None = None) -> LimitSetting:
-    """What one shard's rate limiter sees under a RunConfig: its learner rank's sample size, and the insert chunks
-    the client's round-robin routing makes of one generator call."""
-    r, g, t = cfg.replay.rate_limit, cfg.generation, cfg.cluster.learners
-    per_call = g.rollouts_per_call
-    sizes = tuple(sorted({k for k in (per_call // t, -(-per_call // t)) if k > 0}))
-    return LimitSetting(r.samples_per_insert, tolerance or r.tolerance or 0.0, r.min_size_to_sample,
-                        cfg.rank_batch_size, sizes, cfg.shard_capacity, cfg.consumes_once)
-
-
 def find_deadlock(s: LimitSetting) -> Deadlock | None:
     """A schedule that ends with generators and learners both blocked, or None if no reachable state blocks both."""
     spi, tol = Fraction(s.samples_per_insert).limit_denominator(1000), Fraction(s.tolerance).limit_denominator(1000)

@@ -68,16 +68,6 @@ class Stall:
     holds: int      # eligible items it holds (a rank samples batch_size / shards)
 
 
-def pace_setting(cfg) -> PaceSetting | None:
-    """What the pace of a RunConfig is made of; None when generators run free (no cluster.emulate)."""
-    e, c = cfg.cluster.emulate, cfg.cluster
-    if e is None:
-        return None
-    return PaceSetting(c.generators, c.learners, cfg.learner.batch_size, cfg.replay.capacity,
-                       cfg.generation.rollouts_per_call, cfg.target_replay_ratio, e.lead_steps, cfg.consumes_once,
-                       cfg.sync.every_steps)
-
-
 def horizon(s: PaceSetting, pace: Pace) -> int:
     """Versions to walk: two periods of the state (see the module docstring), capped at MAX_VERSIONS."""
     period, r = s.generators * s.shards * s.rollouts_per_call, pace.rollouts_per_step  # rollouts; per step
@@ -150,9 +140,8 @@ def smallest_safe_capacity(s: PaceSetting) -> int | None:
     return None
 
 
-def pace_problem(cfg) -> str | None:
-    """One line naming the field and the fix when the emulated pace can stall, else None."""
-    s = pace_setting(cfg)
+def pace_problem(s: PaceSetting | None) -> str | None:
+    """One line naming the field and the fix when the emulated pace can stall, else None (also without a pace)."""
     stall = find_stall(s) if s is not None else None
     if stall is None:
         return None

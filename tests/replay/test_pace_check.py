@@ -9,7 +9,7 @@ import pytest
 
 from replay_rl.config import ConfigError, RunConfig
 from replay_rl.replay.limits import PacedLimiter, call_number, route
-from replay_rl.replay.pace_check import (PaceSetting, find_stall, pace_setting, restore_run, restore_stalls,
+from replay_rl.replay.pace_check import (PaceSetting, find_stall, restore_run, restore_stalls,
                                          smallest_safe_capacity)
 from replay_rl.replay.table import Table
 from tests.replay.helpers import make_batch
@@ -37,7 +37,7 @@ def test_the_reported_split_no_longer_stalls():
     # stopped at step 15 before: "shard 2: 232 inserted < 233 owed ... by learner version 14"
     cfg = RunConfig.load(None, ["cluster.generators=5", "cluster.learners=3", "learner.batch_size=129",
                                 "replay.capacity=129"])
-    assert find_stall(pace_setting(cfg)) is None
+    assert find_stall(cfg.pace_setting) is None
     assert find_stall(PaceSetting(2, 3, 129, 129, 32, RATIO, 2, False)) is None  # stalled at step 154 before
 
 
@@ -176,7 +176,7 @@ def test_a_restored_shard_is_credited_its_deal_of_the_calls_started_and_no_more(
 
 
 def tiny() -> PaceSetting:
-    return pace_setting(RunConfig.load(None, []))  # the embedded default: configs/tiny_cpu.yaml
+    return RunConfig.load(None, []).pace_setting  # the embedded default: configs/tiny_cpu.yaml
 
 
 def test_an_in_place_restore_at_any_step_cannot_stall_the_pace_nor_loosen_it():
