@@ -33,7 +33,9 @@ from replay_rl.config import ConfigError, RunConfig  # noqa: E402
 AGENT_RETRIES = 60
 # the `ray` command installed beside this interpreter (a venv's, even when not activated), else the one on PATH
 RAY = str(Path(sys.executable).with_name("ray")) if Path(sys.executable).with_name("ray").exists() else "ray"
-EXCLUDES = [".git", ".venv", "venv", "runs", "build", ".pytest_cache", "**/__pycache__", "*.egg-info"]
+# benchmarks/results (25 MB of committed plots and tables) is nothing a job reads: it went to every node with each job
+EXCLUDES = [".git", ".venv", "venv", "runs", "build", ".pytest_cache", "**/__pycache__", "*.egg-info",
+            "benchmarks/results"]
 ENV_MARKERS = ("pyvenv.cfg", "conda-meta")  # what makes a folder a virtual or conda environment
 
 
@@ -50,8 +52,10 @@ def package(submission_id: str, into: Path) -> Path:
 
 def skipped(folder: str, names: list[str]) -> set[str]:
     """What package() leaves out of `folder`: EXCLUDES, and a virtual environment under any name (.venv-gpu, env)."""
-    by_name = shutil.ignore_patterns(*(e.removeprefix("**/") for e in EXCLUDES))(folder, names)
-    return by_name | {n for n in names if any((Path(folder, n) / m).exists() for m in ENV_MARKERS)}
+    patterns = [e.removeprefix("**/") for e in EXCLUDES]
+    by_name = shutil.ignore_patterns(*(p for p in patterns if "/" not in p))(folder, names)
+    by_path = {n for n in names if os.path.relpath(Path(folder, n), ROOT) in patterns}  # benchmarks/results
+    return by_name | by_path | {n for n in names if any((Path(folder, n) / m).exists() for m in ENV_MARKERS)}
 
 
 def runtime_env(pip: list[str], env: dict[str, str], working_dir: Path = ROOT) -> dict:

@@ -84,7 +84,7 @@ def test_submit_with_an_unset_env_exits_in_one_line_without_a_traceback():
         "submit: --env NOT_SET_HERE: NOT_SET_HERE is not set here; export it first, or give --env NOT_SET_HERE=VALUE"]
 
 
-def test_the_package_leaves_out_virtual_environments_under_any_name(tmp_path):
+def test_the_package_leaves_out_virtual_environments_under_any_name_and_the_committed_results(tmp_path):
     for name in (".venv-gpu", "env"):
         (tmp_path / name).mkdir()
         (tmp_path / name / "pyvenv.cfg").write_text("home = /usr\n")
@@ -93,3 +93,6 @@ def test_the_package_leaves_out_virtual_environments_under_any_name(tmp_path):
     (tmp_path / "replay_rl").mkdir()
     names = [".venv-gpu", "env", "conda", "replay_rl", ".git", "runs"]
     assert submit.skipped(str(tmp_path), names) == {".venv-gpu", "env", "conda", ".git", "runs"}
+    # the committed results stay home; a folder named results elsewhere travels
+    assert submit.skipped(str(submit.ROOT / "benchmarks"), ["results", "compute_saved.py"]) == {"results"}
+    assert submit.skipped(str(tmp_path), ["results"]) == set()
