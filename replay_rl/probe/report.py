@@ -260,6 +260,8 @@ def _plot_effective(eff: Effective, ax) -> None:
                 label="σ²_eff(τ) = V/s² (95% bootstrap)")
     ax.plot(eff.ages[eff.ages >= 1], eff.sigma2_eff_bar, "-",
             label=f"σ̄²_eff (isotonic), α local {eff.alpha.value:.3f}")
+    if np.any(val > 0):  # ratios over a retention near 0 span decades: on a linear axis all else reads as 0
+        ax.set_yscale("log")
     ax.set_xlabel("age τ")
     ax.set_ylabel("noise per unit of retained signal")
     ax.set_title(f"‖∇F‖² = {eff.grad_norm2.value:.3g} [{eff.grad_norm2.lo:.3g}, {eff.grad_norm2.hi:.3g}]")
