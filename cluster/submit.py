@@ -33,7 +33,8 @@ from replay_rl.config import ConfigError, RunConfig  # noqa: E402
 AGENT_RETRIES = 60
 # the `ray` command installed beside this interpreter (a venv's, even when not activated), else the one on PATH
 RAY = str(Path(sys.executable).with_name("ray")) if Path(sys.executable).with_name("ray").exists() else "ray"
-# benchmarks/results (25 MB of committed plots and tables) is nothing a job reads: it went to every node with each job
+# benchmarks/results (about 30 MB of committed plots and tables) is nothing a job reads: it went to every node
+# with each job
 EXCLUDES = [".git", ".venv", "venv", "runs", "build", ".pytest_cache", "**/__pycache__", "*.egg-info",
             "benchmarks/results"]
 ENV_MARKERS = ("pyvenv.cfg", "conda-meta")  # what makes a folder a virtual or conda environment

@@ -4,7 +4,10 @@ from __future__ import annotations
 
 import faulthandler
 import os
+import subprocess
+import sys
 import time
+from pathlib import Path
 
 import pytest
 
@@ -28,8 +31,20 @@ def pytest_configure(config):
     import torch
 
     torch.set_num_threads(1)  # the suite shares 2 cores with Ray actors and, in CI, possibly another job
+    if "PYTEST_XDIST_WORKER" not in os.environ:  # serial, or xdist's controller before any worker starts
+        make_ray_token()
     TERMINAL.append(os.dup(2))
     bound_rest_of_session()
+
+
+def make_ray_token() -> None:
+    """~/.ray/auth_token, made once before the test processes start Ray clusters: Ray 2.60 turns token auth on for
+    every local cluster and writes a missing token without a lock, so two xdist workers on a fresh home directory
+    could each write their own and one cluster would then refuse the other's clients."""
+    if not (Path.home() / ".ray" / "auth_token").is_file():
+        ray = Path(sys.executable).with_name("ray")
+        subprocess.run([str(ray) if ray.exists() else "ray", "get-auth-token", "--generate"], check=True,
+                       stdout=subprocess.DEVNULL, preexec_fn=lambda: os.umask(0o077))  # readable by you only
 
 
 def pytest_unconfigure(config):

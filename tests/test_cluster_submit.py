@@ -22,7 +22,8 @@ sys.path.insert(0, str(ROOT / "cluster"))
 from loopback import (PATH, PLACED, Cluster, NodeDown, bring_up, kill_node, offered, replace_node,  # noqa: E402
                       start_node, stop_nodes, submit_command, wait_for)
 
-pytestmark = [pytest.mark.slow, pytest.mark.ray]
+# one worker runs the module (-n 2 --dist loadgroup): its module-scoped 3-node cluster is then brought up once
+pytestmark = [pytest.mark.slow, pytest.mark.ray, pytest.mark.xdist_group("loopback")]
 # a role's death names what it was doing when the node went, when it was inside a supervised call
 DIED_ON = r"died (during [^\n]+? )?on node"
 

@@ -60,7 +60,7 @@ class RunConfig(_Section):
                              "itself; remove replay.rate_limit or cluster.emulate")
         if self.replay.rate_limit and (problem := rate_limit_problem(self.rate_limit_setting(), self.replay.max_reuse)):
             raise ValueError(problem)
-        if c.emulate is not None and (problem := pace_problem(self.pace_setting)):  # decided by walking its states (pace_check)
+        if problem := pace_problem(self.pace_setting):  # decided by walking its states (pace_check); None: no pace
             raise ValueError(problem)
         if self.sync.type == "nccl" and self.replay.rate_limit is not None:
             # a generator blocked in a rate-limited insert cannot join the broadcast rank 0 is waiting in
