@@ -22,8 +22,10 @@ sys.path.insert(0, str(ROOT / "cluster"))
 from loopback import (PATH, PLACED, Cluster, NodeDown, bring_up, kill_node, offered, replace_node,  # noqa: E402
                       start_node, stop_nodes, submit_command, wait_for)
 
-# one worker runs the module (-n 2 --dist loadgroup): its module-scoped 3-node cluster is then brought up once
-pytestmark = [pytest.mark.slow, pytest.mark.ray, pytest.mark.xdist_group("loopback")]
+# one worker runs the whole module (-n 2 --dist loadfile): its module-scoped 3-node cluster is brought up once,
+# and never beside another (two loopback clusters at once crossed jobs between them: a node of one asked its own
+# GCS for the other's working_dir package)
+pytestmark = [pytest.mark.slow, pytest.mark.ray]
 # a role's death names what it was doing when the node went, when it was inside a supervised call
 DIED_ON = r"died (during [^\n]+? )?on node"
 
