@@ -11,8 +11,9 @@ from replay_rl.metrics import MetricsSink
 from replay_rl.analysis.report import PLOTS, RunRecord, write_report
 
 
-def fake_run(path, slope):
-    """A run folder as train() leaves it, with made-up numbers (the report reads files, not actors)."""
+def fake_run(path, slope, oldest_bin=1):
+    """A run folder as train() leaves it, with made-up numbers (the report reads files, not actors); its age and
+    reuse histograms have one filled bin."""
     sink = MetricsSink(path, keep_through_step=-1)
     for step in range(0, 41):
         if step:
@@ -25,7 +26,7 @@ def fake_run(path, slope):
     sink.close()
     (path / "config.json").write_text(json.dumps({"run": {"eval_k": 4}}))
     hist = [0] * 64
-    hist[1] = 100
+    hist[oldest_bin] = 100
     (path / "replay_stats.json").write_text(json.dumps({"age_hist": hist, "reuse_hist": hist}))
 
 
@@ -39,6 +40,13 @@ def test_report_draws_every_plot_for_several_runs(tmp_path):
     run = RunRecord.load(tmp_path / "a" / "seed0")
     steps, acc = run.series("eval/pass@1", "eval")
     assert steps.tolist() == [0, 10, 20, 30, 40] and np.isclose(acc[-1], 0.5)
+
+
+def test_a_run_whose_rollouts_reach_the_histograms_last_bin_is_drawn(tmp_path):
+    # the last bin counts every age above it (a 100-step run at N = 20B got there, and its report raised)
+    fake_run(tmp_path / "old", 0.005, oldest_bin=63)
+    paths = write_report([tmp_path / "old"], tmp_path / "out")
+    assert sorted(p.name for p in paths) == sorted(PLOTS)
 
 
 def test_report_cli_defaults_to_the_run_folder_and_rejects_a_non_run(tmp_path):

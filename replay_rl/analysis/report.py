@@ -118,7 +118,8 @@ def buffer_plot(runs: list[RunRecord], plt, save) -> None:
         if run.stats:
             for ax, key in ((axes[1], "age_hist"), (axes[2], "reuse_hist")):
                 hist = np.asarray(run.stats[key], float)
-                top = max(int(np.flatnonzero(hist).max()) + 2 if hist.any() else 2, 3)
+                # the last bin counts everything above it: with it filled (N = 20B here) there is no bin after it
+                top = min(max(int(np.flatnonzero(hist).max()) + 2 if hist.any() else 2, 3), len(hist))
                 ax.step(np.arange(top), hist[:top] / max(hist.sum(), 1), where="mid", label=run.name)
     labels = [("learner step", "batch age (versions)"), ("age when sampled (versions)", "share of samples"),
               ("times used before eviction", "share of evicted rollouts")]
