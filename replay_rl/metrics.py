@@ -14,17 +14,21 @@ from pathlib import Path
 class MetricsSink:
     def __init__(self, output_dir: str | Path, keep_through_step: int | None = None) -> None:
         """keep_through_step: a resumed run's checkpoint step; rows after it are dropped, since the resumed run
-        writes those steps again (the file stays monotone in step, one row per step and kind)."""
+        writes those steps again (the file stays monotone in step, one row per step and kind). The rows kept are
+        `self.kept`, parsed once here (a resume reads its last train row and its evals from them)."""
         self.dir = Path(output_dir)
         self.dir.mkdir(parents=True, exist_ok=True)
         path = self.dir / "metrics.jsonl"
+        self.kept: list[dict] = []
         if keep_through_step is not None and path.is_file():
             lines = path.read_text().splitlines(keepends=True)
-            kept = [line.rstrip("\n") + "\n" for line in lines
-                    if line.strip() and json.loads(line)["step"] <= keep_through_step]
-            if kept != lines:  # else (a finished run extended) the file is left as it is, not rewritten
+            kept = [(line, row) for line in lines if line.strip()
+                    if (row := json.loads(line))["step"] <= keep_through_step]
+            self.kept = [row for _, row in kept]
+            text = [line.rstrip("\n") + "\n" for line, _ in kept]
+            if text != lines:  # else (a finished run extended) the file is left as it is, not rewritten
                 partial = path.with_name(path.name + ".partial")
-                partial.write_text("".join(kept))
+                partial.write_text("".join(text))
                 os.replace(partial, path)  # a kill mid-rewrite leaves the old file whole
         self._file = path.open("a")
         from torch.utils.tensorboard import SummaryWriter

@@ -27,7 +27,7 @@ from replay_rl.driver.session import connect, disconnect, stop_on_signals
 from replay_rl.driver.supervision import death_of
 from replay_rl.evaluation.warmstart import ensure_model
 from replay_rl.learner.group import LearnerStartTimeout
-from replay_rl.metrics import MetricsSink, namespaced, read_metrics, row_at
+from replay_rl.metrics import MetricsSink, namespaced, row_at
 
 
 def ledger_for(cfg: RunConfig) -> ComputeLedger:
@@ -101,7 +101,7 @@ def run_roles(cfg: RunConfig, model_path: str, resume: Path | None, restarts: in
         start = roles.resume(resume, ledger) if resume else 0
         sink = MetricsSink(out, keep_through_step=start if resume else -1)  # a fresh run starts a fresh file
         t0 = time.perf_counter() - ledger.wall_s
-        kept = read_metrics(out / "metrics.jsonl") if resume else []  # the rows through `start`, read once
+        kept = sink.kept  # the rows through `start`, parsed once by the sink (none for a fresh run)
         record = row_at(kept, "train", start)  # the resumed step's: a run resumed at its end logs no other
 
         def log_evals(rows: list[tuple[int, dict]]) -> None:
