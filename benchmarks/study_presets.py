@@ -76,14 +76,24 @@ MEASURE = {"steps": 500, "eval_every": 25, "seeds": 3, "extend": 3, "extend_best
 # window from N = 10B to B over the first half of the run; the trust region masks rollouts whose mean squared log-ratio
 # passes M2PO's 0.04; the controller shrinks the window on a gradient-norm spike (DGG-like) and grows it back
 RULE_LRS = (5e-5, 1e-4)
+TRUST = "learner.loss.trust_region={max_m2: 0.04}"
 RULES = {"replay_53_N10B": replay(5, 3, n="10B", lrs=RULE_LRS),
          "schedule_53_N10B": replay(5, 3, n="10B", extra=("replay.capacity_schedule={end: 0.5}",), lrs=RULE_LRS),
-         "trust_m2_53_N10B": replay(5, 3, n="10B", extra=("learner.loss.trust_region={max_m2: 0.04}",),
-                                    lrs=RULE_LRS),
+         "trust_m2_53_N10B": replay(5, 3, n="10B", extra=(TRUST,), lrs=RULE_LRS),
          "controller_53_N10B": replay(5, 3, n="10B", extra=("replay.reuse_controller={signal: grad_norm}",),
                                       lrs=RULE_LRS)}
 RULES_SCREEN = {"steps": 500, "eval_every": 25, "seeds": 2, "sensitivity": {}, "sensitivity_seeds": 0,
                 "set": ["run.eval_k=16"], "lrs": (1e-4, 1.5e-4, 3e-4), "configs": RULES}
+
+# issue 29's second stage: the screen's best rule (the trust region, which tied plain N=10B at 5e-5 and masked the
+# fewest tokens there) over a frontier of 3 LRs bracketing its best, 3 seeds, on both tasks, with the screen's
+# constants unchanged on countdown; baseline and plain N=10B as in "measure" (the same grids), at its base budget
+RULES_FRONTIER = MEASURE | {"extend": None, "extend_best": None, "configs": {
+    "replay_53_N10B": MEASURE["configs"]["replay_53_N10B"],
+    "trust_m2_53_N10B": replay(5, 3, n="10B", extra=(TRUST,), lrs=(2.5e-5, 5e-5, 1e-4))},
+    "tasks": {"arithmetic": {}, "countdown": MEASURE["tasks"]["countdown"] | {"configs": {
+        "replay_53_N10B": MEASURE["tasks"]["countdown"]["configs"]["replay_53_N10B"],
+        "trust_m2_53_N10B": replay(5, 3, n="10B", extra=(TRUST,), lrs=(1.25e-5, 2.5e-5, 5e-5))}}}}
 
 # a preset's "tasks" maps each task it runs to the keys it replaces there; without "tasks" it runs arithmetic
 PRESETS: dict[str, dict] = {
@@ -104,6 +114,7 @@ PRESETS: dict[str, dict] = {
               "sensitivity": {}, "sensitivity_seeds": 0, "set": [], "lrs": (1.5e-4,)},
     "measure": MEASURE,
     "rules": RULES_SCREEN,
+    "rules_frontier": RULES_FRONTIER,
     # CI: the whole pipeline end to end in about a minute, two LRs on each side, each side's best extended to 2x its
     # steps from its final checkpoint; its numbers mean nothing
     "mini": {"steps": 12, "eval_every": 6, "seeds": 1, "extend": 2, "extend_best": 1,
