@@ -4,6 +4,7 @@
     python benchmarks/compute_saved.py --preset full       # ≤ 2 h here, by hand: the issue's whole study
     python benchmarks/compute_saved.py --preset frontier   # the LR frontier (Fig. 4) on arithmetic and countdown
     python benchmarks/compute_saved.py --preset rules_frontier  # issue 29: the best rule's LR frontier, both tasks
+    python benchmarks/compute_saved.py --preset probe_grid  # issue 30: the grid over N that judges the probe's pilot
 
 Every run is a real `replay-rl train` (Ray generators, replay shards, DeepSpeed learner) on the testbed of
 configs/tiny_cpu.yaml (task "arithmetic") or configs/tiny_cpu_countdown.yaml ("countdown"), paced as a W/T cluster

@@ -95,6 +95,14 @@ RULES_FRONTIER = MEASURE | {"extend": None, "extend_best": None, "configs": {
         "replay_53_N10B": MEASURE["tasks"]["countdown"]["configs"]["replay_53_N10B"],
         "trust_m2_53_N10B": replay(5, 3, n="10B", extra=(TRUST,), lrs=(1.25e-5, 2.5e-5, 5e-5))}}}}
 
+# issue 30's check of the probe's pilot (it recommended N = 20B on both tasks, at lr 5e-5 on arithmetic and 2.5e-5 on
+# countdown): the grid over N at that LR, 2 seeds, against the measure study's baseline frontier (3 seeds)
+GRID_N = ("B+R", "2B", "5B", "10B", "20B")
+PROBE_GRID = MEASURE | {"extend": None, "extend_best": None, "configs": {
+    f"replay_53_N{n}": replay(5, 3, n=n, lrs=(5e-5,), seeds=2) for n in GRID_N},
+    "tasks": {"arithmetic": {}, "countdown": MEASURE["tasks"]["countdown"] | {"configs": {
+        f"replay_53_N{n}": replay(5, 3, n=n, lrs=(2.5e-5,), seeds=2) for n in GRID_N}}}}
+
 # a preset's "tasks" maps each task it runs to the keys it replaces there; without "tasks" it runs arithmetic
 PRESETS: dict[str, dict] = {
     # the ladder: 1 seed a rung, ~15 min here
@@ -115,6 +123,7 @@ PRESETS: dict[str, dict] = {
     "measure": MEASURE,
     "rules": RULES_SCREEN,
     "rules_frontier": RULES_FRONTIER,
+    "probe_grid": PROBE_GRID,
     # CI: the whole pipeline end to end in about a minute, two LRs on each side, each side's best extended to 2x its
     # steps from its final checkpoint; its numbers mean nothing
     "mini": {"steps": 12, "eval_every": 6, "seeds": 1, "extend": 2, "extend_best": 1,
