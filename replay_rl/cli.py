@@ -143,8 +143,8 @@ def _exit_with_one_line(e: BaseException, out: Path | str, failed: str = "run fa
 
 def closing_summary(cfg, final: dict) -> str:
     """A few lines a person reads at the end of a run: did RL help, what it cost, where the files are."""
+    from replay_rl.driver.trackers import look_line
     from replay_rl.metrics import read_metrics
-
     out = Path(final["output_dir"])
     evals = read_metrics(out / "metrics.jsonl", "eval")
     first, last = evals[0], evals[-1]
@@ -155,7 +155,7 @@ def closing_summary(cfg, final: dict) -> str:
         f"μ {final['ledger/mu']:.2f} × K_inf {final['ledger/k_inf']}) / B; replay ratio "
         f"{final['buffer/replay_ratio']:.2f}, γ {final['ledger/gamma']:.2f}",
         f"files: {out}/metrics.jsonl, {out}/final_model/ (score it: replay-rl eval {out}/final_model)",
-        f"look: {out}/plots/*.png, or tensorboard --logdir {out}/tb"])
+        look_line(cfg, out)])
 
 
 @app.command()

@@ -1,4 +1,5 @@
-"""Metrics sink: one JSON line per record in <output_dir>/metrics.jsonl, mirrored to TensorBoard (<output_dir>/tb).
+"""Metrics sink: one JSON line per record in <output_dir>/metrics.jsonl, mirrored to the run's trackers (TensorBoard,
+MLflow, W&B: driver/trackers.py).
 Each row carries its step, its kind and `time`, the wall clock (Unix seconds) when it was written: the ledger's
 wall_s restarts from a checkpoint's, so only `time` tells how long a recovery took."""
 
@@ -9,13 +10,15 @@ import math
 import os
 import time
 from pathlib import Path
+from typing import Sequence
 
 
 class MetricsSink:
-    def __init__(self, output_dir: str | Path, keep_through_step: int | None = None) -> None:
+    def __init__(self, output_dir: str | Path, keep_through_step: int | None = None, trackers: Sequence = ()) -> None:
         """keep_through_step: a resumed run's checkpoint step; rows after it are dropped, since the resumed run
         writes those steps again (the file stays monotone in step, one row per step and kind). The rows kept are
-        `self.kept`, parsed once here (a resume reads its last train row and its evals from them)."""
+        `self.kept`, parsed once here (a resume reads its last train row and its evals from them). trackers: each
+        gets every row as it is written (log(step, kind, values), close(failed))."""
         self.dir = Path(output_dir)
         self.dir.mkdir(parents=True, exist_ok=True)
         path = self.dir / "metrics.jsonl"
@@ -31,25 +34,22 @@ class MetricsSink:
                 partial.write_text("".join(text))
                 os.replace(partial, path)  # a kill mid-rewrite leaves the old file whole
         self._file = path.open("a")
-        from torch.utils.tensorboard import SummaryWriter
-
-        self._tb = SummaryWriter(str(self.dir / "tb"))
+        self._trackers = list(trackers)
 
     def log(self, step: int, kind: str, values: dict[str, float]) -> None:
         clean = {k: (None if isinstance(v, float) and not math.isfinite(v) else v) for k, v in values.items()}
         self._file.write(json.dumps({"step": step, "kind": kind, "time": round(time.time(), 3), **clean}) + "\n")
         self._file.flush()
-        if self._tb is not None:
-            for k, v in clean.items():
-                if isinstance(v, (int, float)) and v is not None:
-                    self._tb.add_scalar(f"{kind}/{k}", v, step)
+        for tracker in self._trackers:
+            tracker.log(step, kind, clean)
 
-    def close(self) -> None:
-        """Idempotent: train() closes the sink before drawing the run's pictures, and again in its finally."""
+    def close(self, failed: bool = False) -> None:
+        """Idempotent: train() closes the sink before drawing the run's pictures, and again (failed, if it raised)
+        in its finally; trackers mark their run finished or failed."""
         self._file.close()
-        if self._tb is not None:
-            self._tb.close()
-            self._tb = None
+        trackers, self._trackers = self._trackers, []
+        for tracker in trackers:
+            tracker.close(failed)
 
 
 def namespaced(prefix: str, values: dict) -> dict:

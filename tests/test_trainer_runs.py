@@ -17,6 +17,7 @@ from replay_rl.config import ConfigError, RunConfig
 from replay_rl.config.replay_specs import pace_for
 from replay_rl.metrics import read_metrics
 from replay_rl.analysis.report import PLOTS
+from replay_rl.driver.trackers import mlflow_client
 from replay_rl.driver.trainer import build, train
 from tests.runs import copy_run, run_cfg
 
@@ -29,15 +30,19 @@ def test_cli_train_replay_mode_writes_metrics(warm_model, tmp_path):
     env = {**os.environ, "HF_HUB_OFFLINE": "1"}
     proc = subprocess.run([sys.executable, "-m", "replay_rl.cli", "train", "-s", f"model.path={path}",
                            "-s", f"run.output_dir={out}", "-s", "run.steps=4", "-s", "run.eval_every=2",
-                           "-s", "run.eval_prompts=40", "-s", "learner.batch_size=32"], capture_output=True, text=True, env=env, timeout=600)
+                           "-s", "run.eval_prompts=40", "-s", "learner.batch_size=32",
+                           "-s", "tracking.loggers=[tensorboard,mlflow,wandb]"], capture_output=True, text=True, env=env,
+                          timeout=600)
     assert proc.returncode == 0, proc.stderr[-3000:]
     summary = proc.stdout.strip().splitlines()
     assert summary[0].startswith("pass@1 (greedy, 40 held-out problems): ") and "at step 0 →" in summary[0]
     assert summary[1].startswith("compute: ") and f"{out}/final_model/" in summary[2]
     assert (out / "final_model" / "config.json").is_file() and (out / "checkpoints" / "step_4").is_dir()
-    assert summary[3] == f"look: {out}/plots/*.png, or tensorboard --logdir {out}/tb"
+    assert summary[3] == (f"look: {out}/plots/*.png, or tensorboard --logdir {out}/tb, or MLflow at "
+                          f"{(out / 'mlruns').as_uri()}, or wandb sync {out}/wandb/offline-run-*")
     assert sorted(p.name for p in (out / "plots").iterdir()) == sorted(PLOTS)
-    assert any((out / "tb").iterdir())  # tensorboard is a base dependency: every run writes tb/
+    assert any((out / "tb").iterdir())
+    assert_tracked(out)
     rows = read_metrics(out / "metrics.jsonl", "train")
     assert rows[-1]["ledger/k_train"] == 4 * 32 and rows[-1]["ledger/k_inf"] >= 64
     assert [r["step"] for r in rows] == [1, 2, 3, 4]
@@ -48,6 +53,18 @@ def test_cli_train_replay_mode_writes_metrics(warm_model, tmp_path):
     last = rows[-1]
     assert last["ledger/compute"] == pytest.approx((last["ledger/k_train"] + 5.28 * last["ledger/k_inf"]) / 32)
     assert json.loads((out / "config.json").read_text())["replay"]["type"] == "fifo"
+
+
+def assert_tracked(out: Path) -> None:
+    """The run's MLflow file store holds its metrics and config, and W&B's offline run its rows (tracking.loggers)."""
+    ids = json.loads((out / "trackers.json").read_text())["ids"]
+    client = mlflow_client((out / "mlruns").as_uri())
+    run = client.get_run(ids["mlflow"])
+    assert run.info.status == "FINISHED" and run.data.params["learner.batch_size"] == "32"
+    assert [m.step for m in client.get_metric_history(ids["mlflow"], "ledger/k_train")] == [1, 2, 3, 4]
+    assert sorted(m.step for m in client.get_metric_history(ids["mlflow"], "eval/pass_at_1")) == [0, 2, 4]
+    (wandb_run,) = (out / "wandb").glob(f"offline-run-*-{ids['wandb']}/run-{ids['wandb']}.wandb")
+    assert b"batch/reward_mean" in wandb_run.read_bytes()
 
 
 def test_on_policy_mode_uses_each_rollout_once_also_across_a_resume(ray_cluster, warm_model, tmp_path):

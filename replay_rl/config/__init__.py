@@ -9,11 +9,12 @@ from replay_rl.config.replay import (FifoReplayConfig, LifoOnceReplayConfig, Pos
                                      ReplayConfig)
 from replay_rl.config.root import RunConfig
 from replay_rl.config.tasks import ArithmeticTaskConfig, CountdownTaskConfig, JsonlMathTaskConfig, TaskConfig
+from replay_rl.config.tracking import TrackingConfig
 from replay_rl.config_errors import ConfigError
 
 __all__ = ["ArithmeticTaskConfig", "AsymreLossConfig", "ClusterConfig", "ConfigError", "CountdownTaskConfig",
            "EmulatedClusterConfig", "FifoReplayConfig", "GenerationConfig", "GrpoLossConfig", "HFBackendConfig",
            "JsonlMathTaskConfig", "LearnerConfig", "LifoOnceReplayConfig", "ModelConfig", "NcclSyncConfig",
            "ObjectStoreSyncConfig", "PositiveBiasReplayConfig", "RateLimitConfig", "ReplayConfig", "RunConfig",
-           "RunSettings", "SyncConfig", "TaskConfig", "TinyModelSpec", "VLLMBackendConfig",
+           "RunSettings", "SyncConfig", "TaskConfig", "TinyModelSpec", "TrackingConfig", "VLLMBackendConfig",
            "WarmstartConfig"]

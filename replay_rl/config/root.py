@@ -20,6 +20,7 @@ from replay_rl.config.learner import LearnerConfig, ObjectStoreSyncConfig, SyncC
 from replay_rl.config.model import ModelConfig, WarmstartConfig
 from replay_rl.config.replay import FifoReplayConfig, ReplayConfig
 from replay_rl.config.tasks import ArithmeticTaskConfig, TaskConfig
+from replay_rl.config.tracking import TrackingConfig
 from replay_rl.config_errors import ConfigError, apply_override, format_validation_error, parse_yaml
 from replay_rl.replay.limit_check import LimitSetting, rate_limit_problem, smallest_safe_tolerance
 from replay_rl.replay.pace_check import PaceSetting, pace_problem
@@ -35,6 +36,7 @@ class RunConfig(_Section):
     sync: SyncConfig = ObjectStoreSyncConfig()
     cluster: ClusterConfig = ClusterConfig()
     run: RunSettings = RunSettings()
+    tracking: TrackingConfig = TrackingConfig()
 
     @model_validator(mode="after")
     def _consistent(self) -> "RunConfig":

@@ -5,6 +5,7 @@ Each failure is a ConfigError naming the field and the fix; the CLI prints it an
 
 from __future__ import annotations
 
+import importlib.util
 import os
 from pathlib import Path
 
@@ -17,6 +18,7 @@ def preflight(cfg: RunConfig) -> None:
     check_model(cfg)
     check_task(cfg)
     check_resume(cfg)
+    check_trackers(cfg)
     if cfg.cluster.address is None and "RAY_ADDRESS" not in os.environ:  # the local cluster connect() will start
         check_fits(cfg, {"CPU": max(2, os.cpu_count() or 2), "GPU": local_gpus()})
     check_output_dir(cfg)  # last: the inputs' own errors come first
@@ -56,6 +58,14 @@ def check_resume(cfg: RunConfig) -> None:
     if src is not None and src != "auto" and not is_checkpoint(Path(src)):
         raise ConfigError(f"run.resume_from {src!r} is not a complete checkpoint (no trainer_state.json); pass a "
                           "checkpoints/step_N folder written by a previous run, or 'auto' for the newest one")
+
+
+def check_trackers(cfg: RunConfig) -> None:
+    """A tracker whose package is missing fails now, not at the first metrics row after the roles started."""
+    for name in set(cfg.tracking.loggers) & {"mlflow", "wandb"}:
+        if importlib.util.find_spec(name) is None:
+            raise ConfigError(f"tracking.loggers names {name}, which is not installed: pip install -e '.[trackers]', "
+                              f"or drop {name} from tracking.loggers")
 
 
 def check_output_dir(cfg: RunConfig) -> None:

@@ -25,6 +25,7 @@ from replay_rl.driver.preflight import preflight
 from replay_rl.driver.run_folder import FolderLock, final_checkpoint, latest_own_checkpoint, save_checkpoint, start_run
 from replay_rl.driver.session import connect, disconnect, stop_on_signals
 from replay_rl.driver.supervision import death_of
+from replay_rl.driver.trackers import make_trackers
 from replay_rl.evaluation.warmstart import ensure_model
 from replay_rl.learner.group import LearnerStartTimeout
 from replay_rl.metrics import MetricsSink, namespaced, row_at
@@ -99,7 +100,8 @@ def run_roles(cfg: RunConfig, model_path: str, resume: Path | None, restarts: in
         roles = build_roles(cfg, model_path, run_restarts=restarts, place_by=place_by)
         (out / "placement.json").write_text(json.dumps(roles.placement(), indent=1))
         start = roles.resume(resume, ledger) if resume else 0
-        sink = MetricsSink(out, keep_through_step=start if resume else -1)  # a fresh run starts a fresh file
+        sink = MetricsSink(out, keep_through_step=start if resume else -1,  # a fresh run starts a fresh file
+                           trackers=make_trackers(cfg, out, run_id, resume=bool(resume)))
         t0 = time.perf_counter() - ledger.wall_s
         kept = sink.kept  # the rows through `start`, parsed once by the sink (none for a fresh run)
         record = row_at(kept, "train", start)  # the resumed step's: a run resumed at its end logs no other
@@ -150,7 +152,7 @@ def run_roles(cfg: RunConfig, model_path: str, resume: Path | None, restarts: in
         if roles is not None:
             roles.shutdown()
         if sink is not None:
-            sink.close()
+            sink.close(failed=True)  # a no-op after the close of a run that finished
 
 
 def eval_lost(cfg: RunConfig, rows: list[dict], step: int) -> bool:
