@@ -51,7 +51,8 @@ from replay_rl.driver.session import init_local
 from replay_rl.replay.client import ReplayClient, ShardDraws, create_shards
 from replay_rl.replay.limits import route
 from replay_rl.driver.roles import GeneratorSlot, Roles
-from replay_rl.sync.object_store import ObjectStorePublisher, ObjectStoreSubscriber, WeightBoard
+from replay_rl.sync.board import WeightBoard
+from replay_rl.sync.object_store import ObjectStorePublisher, ObjectStoreSubscriber
 from replay_rl.driver.session import log_ray_to_file
 from replay_rl.driver.trainer import run_roles
 

@@ -34,9 +34,9 @@ import ray
 import torch
 
 from replay_rl.config import NcclSyncConfig, ObjectStoreSyncConfig
-from replay_rl.sync.buckets import plan_buckets
+from replay_rl.sync.plan import plan_buckets
 from replay_rl.sync.factory import make_weight_sync
-from replay_rl.sync.object_store import WeightBoard
+from replay_rl.sync.board import WeightBoard
 
 SHAPES = {  # HF configs of the model shapes; parameters only, so random values stand in for real weights
     "tiny": ("qwen2", dict(hidden_size=128, intermediate_size=384, num_hidden_layers=2, num_attention_heads=4,

@@ -49,7 +49,8 @@ def make_ray_token() -> None:
 
 def pytest_unconfigure(config):
     faulthandler.cancel_dump_traceback_later()
-    os.close(TERMINAL.pop())
+    if TERMINAL:  # empty when pytest_configure failed (e.g. a python without the project's packages)
+        os.close(TERMINAL.pop())
 
 
 @pytest.fixture(scope="session")

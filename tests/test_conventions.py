@@ -23,7 +23,7 @@ CORE = ["replay_rl.config", "replay_rl.rollout", "replay_rl.replay.selectors", "
         "replay_rl.config.replay_specs",  # RunConfig -> the specs a shard is built from: plain data, no Ray
         # what the GPU check runs on a machine that has no Ray (cluster/gpu_check.py)
         "replay_rl.learner.engine", "replay_rl.sync.base", "replay_rl.sync.buckets", "replay_rl.generation.hf",
-        "replay_rl.models.hf_folder",
+        "replay_rl.models.hf_folder", "replay_rl.sync.plan",
         # the probe runs in one process: no Ray, no DeepSpeed (probe/run.py)
         "replay_rl.probe.estimators", "replay_rl.probe.correlations", "replay_rl.probe.effective",
         "replay_rl.probe.status", "replay_rl.probe.recommend", "replay_rl.probe.report",
@@ -41,6 +41,15 @@ def test_core_modules_import_no_ray_deepspeed_or_vllm():
             "print(json.dumps(sorted(k for k in ('ray', 'deepspeed', 'vllm') if k in sys.modules)))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert json.loads(out.stdout) == []
+
+
+def test_the_actors_every_run_starts_first_import_no_torch():
+    """The two weight boards and the generators' report actor are fresh Ray worker processes in every build: a torch
+    import (about 1.5 s of CPU each) would slow every run's start, and the suite's ~55 builds."""
+    code = ("import sys, replay_rl.sync.board, replay_rl.generation.reports\n"
+            "print('torch' in sys.modules)")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "False"
 
 
 def test_only_the_learner_engine_imports_deepspeed_and_only_vllm_files_import_vllm():

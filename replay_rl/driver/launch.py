@@ -15,7 +15,7 @@ from replay_rl.generation.reports import GeneratorReports
 from replay_rl.learner.group import LearnerGroup, await_start
 from replay_rl.replay.client import ReplayClient, create_shards
 from replay_rl.driver.roles import GeneratorSlot, Roles, spawn_generator
-from replay_rl.sync.object_store import WeightBoard
+from replay_rl.sync.board import WeightBoard
 
 
 def build(cfg: RunConfig, model_path: str, run_restarts: int = 0, place_by: float | None = None) -> Roles:

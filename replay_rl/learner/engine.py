@@ -24,7 +24,7 @@ from replay_rl.learner.losses import LearnerInputs, make_loss
 from replay_rl.learner.optimizer import make_optimizer
 from replay_rl.models.hf_folder import load_model, load_tokenizer, save_model_folder
 from replay_rl.rollout import RolloutBatch
-from replay_rl.sync.buckets import Bucket, plan_buckets
+from replay_rl.sync.plan import Bucket, plan_buckets
 
 
 def deepspeed_config(cfg: RunConfig, on_gpu: bool) -> dict:

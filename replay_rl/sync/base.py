@@ -5,22 +5,11 @@ latest. The generator never knows how the tensors travelled; the learner never k
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass
 from typing import Any, Callable, Iterable, Iterator, Protocol
 
 import torch
 
-from replay_rl.sync.buckets import Bucket, plan_buckets
-
-
-@dataclass(frozen=True)
-class WeightHandle:
-    version: int        # learner version the weights were taken at (= optimizer steps done)
-    nbytes: int         # bytes sent, in the generators' dtype
-    plan: list[Bucket]  # which tensor travels in which bucket
-    payload: Any        # transport-specific: one ObjectRef per bucket for the object store, nothing for a broadcast
-    gather_s: float = 0.0  # seconds the sender waited for the next bucket's tensors (ZeRO gather, device copy)
-    send_s: float = 0.0    # seconds spent packing and handing buckets to the transport
+from replay_rl.sync.plan import Bucket, WeightHandle, plan_buckets  # noqa: F401  (WeightHandle re-exported)
 
 
 class WeightPublisher(Protocol):

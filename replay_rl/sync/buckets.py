@@ -8,50 +8,11 @@ so the learner can gather ZeRO-3 partitions one bucket at a time and a receiver 
 
 from __future__ import annotations
 
-import math
-from dataclasses import dataclass
-from typing import Iterable, Iterator
+from typing import Iterator
 
 import torch
 
-
-@dataclass(frozen=True)
-class TensorSlot:
-    name: str
-    shape: tuple[int, ...]
-    dtype: str      # the dtype it travels and loads in, e.g. "bfloat16"
-    offset: int     # byte offset inside its bucket
-
-    @property
-    def nbytes(self) -> int:
-        return math.prod(self.shape) * getattr(torch, self.dtype).itemsize
-
-
-@dataclass(frozen=True)
-class Bucket:
-    slots: tuple[TensorSlot, ...]
-    nbytes: int
-
-    @property
-    def names(self) -> list[str]:
-        return [s.name for s in self.slots]
-
-
-def plan_buckets(specs: Iterable[tuple[str, tuple[int, ...], str]], bucket_bytes: int) -> list[Bucket]:
-    """specs: (name, shape, dtype to travel in). Greedy, in order: a bucket closes when the next tensor would
-    overflow it; a tensor larger than a bucket gets one to itself. Offsets are aligned to 16 bytes so every slot
-    is a valid view for any dtype."""
-    buckets, slots, used = [], [], 0
-    for name, shape, dtype in specs:
-        size = math.prod(shape) * getattr(torch, dtype).itemsize
-        if slots and used + size > bucket_bytes:
-            buckets.append(Bucket(tuple(slots), used))
-            slots, used = [], 0
-        slots.append(TensorSlot(name, tuple(shape), dtype, used))
-        used += -(-size // 16) * 16
-    if slots:
-        buckets.append(Bucket(tuple(slots), used))
-    return buckets
+from replay_rl.sync.plan import Bucket, TensorSlot
 
 
 def checked(bucket: Bucket, tensors: list[torch.Tensor]) -> list[torch.Tensor]:

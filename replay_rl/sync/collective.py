@@ -17,7 +17,8 @@ import torch
 import torch.distributed as dist
 
 from replay_rl.sync.base import WeightHandle, send_buckets
-from replay_rl.sync.buckets import Bucket, pack, plan_bytes, unpack
+from replay_rl.sync.buckets import pack, plan_bytes, unpack
+from replay_rl.sync.plan import Bucket
 from replay_rl.sync.object_store import BoardWatch
 
 

@@ -15,7 +15,8 @@ from replay_rl.generation.hf import HFBackend
 from replay_rl.learner.group import LearnerGroup
 from replay_rl.models.hf_folder import load_tokenizer
 from replay_rl.replay.client import ReplayClient, create_shards
-from replay_rl.sync.object_store import ObjectStoreSubscriber, WeightBoard
+from replay_rl.sync.board import WeightBoard
+from replay_rl.sync.object_store import ObjectStoreSubscriber
 from tests.learner.steps import assert_same_step
 from tests.replay.helpers import make_batch
 

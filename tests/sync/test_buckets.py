@@ -3,7 +3,8 @@
 import pytest
 import torch
 
-from replay_rl.sync.buckets import pack, plan_buckets, plan_bytes, unpack
+from replay_rl.sync.buckets import pack, plan_bytes, unpack
+from replay_rl.sync.plan import plan_buckets
 
 
 def specs(dtype="float32"):

@@ -11,7 +11,8 @@ import torch
 from replay_rl.config import NcclSyncConfig, ObjectStoreSyncConfig
 from replay_rl.sync.base import WeightHandle, publish_state
 from replay_rl.sync.factory import make_weight_sync
-from replay_rl.sync.object_store import BoardWatch, WeightBoard
+from replay_rl.sync.board import WeightBoard
+from replay_rl.sync.object_store import BoardWatch
 
 pytestmark = pytest.mark.ray
 SUBSCRIBERS = 2
