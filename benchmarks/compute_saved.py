@@ -194,7 +194,8 @@ def study_task(task: str, preset: dict, specs: list, base: list[str], out: Path,
     return report
 
 
-def main() -> None:
+def main(argv: list[str] | None = None) -> None:
+    """argv: the command line's arguments (None: sys.argv's); the suite's report-only calls pass them in-process."""
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--preset", default="quick", choices=sorted(PRESETS))
     ap.add_argument("--out", default="runs/bench/compute_saved")
@@ -209,7 +210,7 @@ def main() -> None:
     ap.add_argument("--no-extend", action="store_true",
                     help="summarise at the preset's base budget, into --out/base_budget/: its longer runs neither run "
                          "nor count (the report of a study whose extension has not run yet)")
-    args = ap.parse_args()
+    args = ap.parse_args(argv)
     out, plans = Path(args.out), {}
     try:
         presets = task_presets(PRESETS[args.preset], args.task)
