@@ -82,8 +82,9 @@ class LifoOnceReplayConfig(_ReplayCommon):
 class PositiveBiasReplayConfig(_ReplayCommon):
     type: Literal["positive_bias"] = "positive_bias"
     """FIFO plus a reserve of δN for correct rollouts that age out of the main FIFO."""
-    capacity: int = Field(128, ge=1)
-    """N: total rollouts across all shards, reserve included; each shard holds capacity / learners."""
+    capacity: int = Field(2560, ge=1)
+    """N: total rollouts across all shards, reserve included; each shard holds capacity / learners. 20 batches by
+    default: at the default δ = ½ its FIFO part holds the fifo buffer's default, 10B."""
     delta: float = Field(0.5, ge=0, lt=1)
     """δ: share of capacity kept for the freshest correct rollouts that aged out of the main FIFO."""
 
