@@ -8,17 +8,17 @@ from __future__ import annotations
 import json
 import math
 import os
+import sys
 import time
 from pathlib import Path
 from typing import Sequence
 
 
 class MetricsSink:
-    def __init__(self, output_dir: str | Path, keep_through_step: int | None = None, trackers: Sequence = ()) -> None:
+    def __init__(self, output_dir: str | Path, keep_through_step: int | None = None) -> None:
         """keep_through_step: a resumed run's checkpoint step; rows after it are dropped, since the resumed run
         writes those steps again (the file stays monotone in step, one row per step and kind). The rows kept are
-        `self.kept`, parsed once here (a resume reads its last train row and its evals from them). trackers: each
-        gets every row as it is written (log(step, kind, values), close(failed))."""
+        `self.kept`, parsed once here (a resume reads its last train row and its evals from them)."""
         self.dir = Path(output_dir)
         self.dir.mkdir(parents=True, exist_ok=True)
         path = self.dir / "metrics.jsonl"
@@ -34,22 +34,41 @@ class MetricsSink:
                 partial.write_text("".join(text))
                 os.replace(partial, path)  # a kill mid-rewrite leaves the old file whole
         self._file = path.open("a")
-        self._trackers = list(trackers)
+        self._trackers: list = []
 
     def log(self, step: int, kind: str, values: dict[str, float]) -> None:
         clean = {k: (None if isinstance(v, float) and not math.isfinite(v) else v) for k, v in values.items()}
         self._file.write(json.dumps({"step": step, "kind": kind, "time": round(time.time(), 3), **clean}) + "\n")
         self._file.flush()
-        for tracker in self._trackers:
-            tracker.log(step, kind, clean)
+        for tracker in list(self._trackers):
+            # a tracker is a mirror: its failure (a server down, a full disk) must not end the training it watches
+            try:
+                tracker.log(step, kind, clean)
+            except Exception as e:  # noqa: BLE001
+                self._trackers.remove(tracker)
+                self._warn(tracker, f"stopped at step {step}", e)
+
+    def mirror_to(self, trackers: Sequence) -> None:
+        """Each tracker (log(step, kind, values), close(failed)) gets every row written from now on."""
+        self._trackers = list(trackers)
 
     def close(self, failed: bool = False) -> None:
         """Idempotent: train() closes the sink before drawing the run's pictures, and again (failed, if it raised)
-        in its finally; trackers mark their run finished or failed."""
+        in its finally; trackers mark their run finished or failed. Never raises: an error being handled (a role's
+        death, which a restart answers) must not be replaced by a tracker's."""
         self._file.close()
         trackers, self._trackers = self._trackers, []
         for tracker in trackers:
-            tracker.close(failed)
+            try:
+                tracker.close(failed)
+            except Exception as e:  # noqa: BLE001
+                self._warn(tracker, "did not close", e)
+
+    @staticmethod
+    def _warn(tracker, what: str, e: Exception) -> None:
+        name = type(tracker).__name__.removesuffix("Tracker")
+        first = str(e).strip().splitlines()[0][:200] if str(e).strip() else type(e).__name__
+        print(f"tracking: {name} {what} ({first}); metrics.jsonl keeps every row", file=sys.stderr, flush=True)
 
 
 def namespaced(prefix: str, values: dict) -> dict:

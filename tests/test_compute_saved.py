@@ -52,7 +52,17 @@ def test_a_baseline_that_ends_below_its_start_leaves_no_saving_defined():
     assert out["reach_base"] == 0 and out["saved_pct"] is None and out["saved_pct_ci"] == [None, None]
 
 
-@pytest.mark.parametrize("preset", ["ladder", "full", "frontier", "quick", "mini", "measure", "rules"])
+PRESET_NAMES = ["ladder", "full", "frontier", "quick", "mini", "measure", "rules", "rules_frontier", "probe_grid"]
+
+
+def test_the_preset_check_covers_every_preset():
+    sys.path.insert(0, str(ROOT / "benchmarks"))
+    from study_presets import PRESETS
+
+    assert sorted(PRESETS) == sorted(PRESET_NAMES)
+
+
+@pytest.mark.parametrize("preset", PRESET_NAMES)
 def test_every_preset_builds_valid_run_configs(preset, tmp_path):
     # the full preset is run by hand only: a config rule added later (positive-bias capacity floor) once broke it
     # before any run started, and nothing in CI noticed

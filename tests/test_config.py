@@ -16,6 +16,13 @@ def test_tiny_cpu_yaml_is_the_embedded_default():
     assert RunConfig.load(CONFIGS[0].with_name("tiny_cpu.yaml")) == RunConfig()
 
 
+@pytest.mark.parametrize("replay_type", ["fifo", "lifo_once", "positive_bias"])
+def test_each_replay_type_alone_fits_the_default_run(replay_type):
+    # positive_bias's default capacity (128) once failed the default batch of 2 ranks × 64 with `-s replay.type=…`
+    cfg = RunConfig.load(None, [f"replay.type={replay_type}"])
+    assert cfg.replay.type == replay_type and cfg.replay.capacity >= cfg.learner.batch_size
+
+
 def test_round_trip_through_resolved_json(tmp_path):
     cfg = RunConfig.load(None, ["replay.type=positive_bias", "replay.delta=0.2", "replay.capacity=160",
                                 "learner.loss.type=asymre"])

@@ -1,7 +1,8 @@
-"""Tier 1: the trackers a run mirrors its metrics to (tracking.loggers), on the real MLflow and W&B clients:
-MLflow's local file store and W&B's offline mode, read back from disk."""
+"""Tier 1: the trackers a run mirrors its metrics to (tracking.loggers), on the real MLflow, W&B and TensorBoard
+clients: MLflow's local file store, W&B's offline mode and TensorBoard's event files, read back from disk."""
 
 import json
+import shutil
 from pathlib import Path
 
 import pytest
@@ -16,21 +17,31 @@ TRAIN = {"batch/reward_mean": 0.25, "ledger/compute": 12.0, "buffer/age_mean": N
 EVAL = {"eval/pass@1": 0.5, "ledger/compute": 10.0}
 
 
-def cfg_with(tmp_path, *loggers: str) -> RunConfig:
+def cfg_with(tmp_path, *loggers: str, extra=()) -> RunConfig:
     return RunConfig.load(None, [f"run.output_dir={tmp_path}", f"tracking.loggers=[{','.join(loggers)}]",
-                                 "tracking.experiment=tracker-test"])
+                                 "tracking.experiment=tracker-test", *extra])
 
 
-def write_rows(cfg: RunConfig, run_id: str, resume: bool = False, steps=(1, 2), failed: bool = False) -> list:
+def start(cfg: RunConfig, run_id: str, resumed_at: int | None = None) -> tuple[MetricsSink, list]:
+    """One start of a run, as run_roles makes it: the sink (keeping metrics.jsonl through a resume's step), then
+    the trackers, given those kept rows."""
     out = Path(cfg.run.output_dir)
-    trackers = make_trackers(cfg, out, run_id, resume)
-    sink = MetricsSink(out, trackers=trackers)
+    sink = MetricsSink(out, keep_through_step=-1 if resumed_at is None else resumed_at)
+    trackers = make_trackers(cfg, out, run_id, resumed_at, sink.kept)
+    sink.mirror_to(trackers)
+    return sink, trackers
+
+
+def write(sink: MetricsSink, steps, scale: float = 1.0, failed: bool = False) -> None:
     for step in steps:
-        sink.log(step, "train", TRAIN | {"batch/reward_mean": 0.25 * step})
+        sink.log(step, "train", TRAIN | {"batch/reward_mean": scale * step})
     sink.log(steps[0], "eval", EVAL)  # an eval arrives after a later train step, as evals run beside training
     sink.close(failed)
     sink.close()  # train() closes twice: the second is a no-op
-    return trackers
+
+
+def history(client, run_id: str, key: str) -> list[tuple[int, float]]:
+    return sorted((m.step, m.value) for m in client.get_metric_history(run_id, key))
 
 
 def test_keys_are_metrics_jsonl_keys_and_an_eval_rows_ledger_is_marked():
@@ -42,48 +53,86 @@ def test_keys_are_metrics_jsonl_keys_and_an_eval_rows_ledger_is_marked():
 
 def test_mlflow_file_store_holds_the_metrics_config_and_status(tmp_path):
     cfg = cfg_with(tmp_path, "mlflow")
-    (tracker,) = write_rows(cfg, "run-a")
+    sink, (tracker,) = start(cfg, "run-a")
+    write(sink, (1, 2))
     client = mlflow_client(tracker.uri)
     run = client.get_run(tracker.run_id)
     assert run.info.status == "FINISHED" and run.info.run_name == tmp_path.name
-    assert run.data.params["learner.lr"] == json.dumps(cfg.learner.lr)
+    assert run.data.tags["replay_rl.run_id"] == "run-a" and run.data.params["learner.lr"] == json.dumps(cfg.learner.lr)
     assert run.data.params["tracking.loggers"] == '["mlflow"]'
-    history = client.get_metric_history(tracker.run_id, "batch/reward_mean")
-    assert sorted((m.step, m.value) for m in history) == [(1, 0.25), (2, 0.5)]
-    assert [m.step for m in client.get_metric_history(tracker.run_id, "eval/pass_at_1")] == [1]
-    assert [m.value for m in client.get_metric_history(tracker.run_id, "eval/ledger/compute")] == [10.0]
+    assert history(client, tracker.run_id, "batch/reward_mean") == [(1, 1.0), (2, 2.0)]
+    assert history(client, tracker.run_id, "eval/pass_at_1") == [(1, 0.5)]  # MLflow forbids @ in a name
+    assert history(client, tracker.run_id, "eval/ledger/compute") == [(1, 10.0)]
     assert client.get_metric_history(tracker.run_id, "buffer/age_mean") == []  # None (non-finite) is not a number
 
 
-def test_a_resumed_run_continues_its_tracked_run_and_another_run_starts_a_new_one(tmp_path):
-    cfg = cfg_with(tmp_path, "mlflow")
-    (first,) = write_rows(cfg, "run-a", failed=True)
+def test_a_resume_opens_a_new_tracked_run_holding_one_history_like_metrics_jsonl(tmp_path):
+    """Steps after the checkpoint are trained again: the new MLflow run gets the kept rows first, then the new
+    ones, with no step twice; TensorBoard's shared folder drops its events past the checkpoint."""
+    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+
+    cfg = cfg_with(tmp_path, "mlflow", "tensorboard")
+    sink, (first, _) = start(cfg, "run-a")
+    write(sink, (1, 2, 3), failed=True)  # the run dies after step 3; its checkpoint is step 1's
+    sink, (resumed, _) = start(cfg, "run-a", resumed_at=1)
+    write(sink, (2, 3, 4), scale=10.0)
     client = mlflow_client(first.uri)
     assert client.get_run(first.run_id).info.status == "FAILED"
-    (resumed,) = write_rows(cfg, "run-a", resume=True, steps=(3,))
-    assert resumed.run_id == first.run_id and client.get_run(first.run_id).info.status == "FINISHED"
-    steps = [m.step for m in client.get_metric_history(first.run_id, "batch/reward_mean")]
-    assert sorted(steps) == [1, 2, 3]
-    (other,) = write_rows(cfg, "run-b", resume=True)  # the folder's next run (overwrite): its own tracked run
-    (fresh,) = write_rows(cfg, "run-b")  # not a resume: a new tracked run even for the same run id
-    assert len({first.run_id, other.run_id, fresh.run_id}) == 3
-    assert json.loads((tmp_path / "trackers.json").read_text()) == {"run_id": "run-b", "ids": {"mlflow": fresh.run_id}}
+    assert client.get_run(resumed.run_id).info.status == "FINISHED" and resumed.run_id != first.run_id
+    assert client.get_run(resumed.run_id).data.tags["replay_rl.run_id"] == "run-a"
+    assert history(client, resumed.run_id, "batch/reward_mean") == [(1, 1.0), (2, 20.0), (3, 30.0), (4, 40.0)]
+    assert history(client, resumed.run_id, "eval/pass_at_1") == [(1, 0.5), (2, 0.5)]
+    events = EventAccumulator(str(tmp_path / "tb"))
+    events.Reload()
+    assert [(e.step, e.value) for e in events.Scalars("train/batch/reward_mean")] == [
+        (1, 1.0), (2, 20.0), (3, 30.0), (4, 40.0)]
 
 
-def test_wandb_offline_writes_the_rows_and_resumes_the_same_run(tmp_path):
-    cfg = cfg_with(tmp_path, "wandb", "tensorboard")
-    wandb_tracker, _ = write_rows(cfg, "run-a")
-    (run_dir,) = (tmp_path / "wandb").glob(f"offline-run-*-{wandb_tracker.run_id}")
-    data = (run_dir / f"run-{wandb_tracker.run_id}.wandb").read_bytes()
-    assert b"batch/reward_mean" in data and b"eval/pass@1" in data and b"learner.lr" in data
-    assert any((tmp_path / "tb").iterdir())
-    again, _ = write_rows(cfg, "run-a", resume=True, steps=(3,))
-    assert again.run_id == wandb_tracker.run_id
+def test_wandb_offline_writes_each_start_as_a_run_of_the_run_ids_group(tmp_path):
+    cfg = cfg_with(tmp_path, "wandb")
+    sink, (first,) = start(cfg, "run-a")
+    write(sink, (1, 2))
+    sink, (again,) = start(cfg, "run-a", resumed_at=2)
+    write(sink, (3,))
+    assert again.run_id != first.run_id
+    for tracker in (first, again):
+        (run_dir,) = (tmp_path / "wandb").glob(f"offline-run-*-{tracker.run_id}")
+        data = (run_dir / f"run-{tracker.run_id}.wandb").read_bytes()
+        assert b"batch/reward_mean" in data and b"eval/pass@1" in data and b"learner.lr" in data and b"run-a" in data
 
 
-def test_a_missing_tracker_package_fails_in_one_line_before_ray_starts(tmp_path, monkeypatch):
+def test_a_tracker_that_fails_mid_run_is_dropped_in_one_line_and_the_run_goes_on(tmp_path, capsys):
+    cfg = cfg_with(tmp_path, "mlflow", "tensorboard")
+    sink, (tracker, _) = start(cfg, "run-a")
+    sink.log(1, "train", TRAIN)
+    experiment_dir = next(p for p in (tmp_path / "mlruns").iterdir() if (p / tracker.run_id).is_dir())
+    shutil.rmtree(experiment_dir / tracker.run_id)  # the store loses the run under it (a wiped disk, a reset server)
+    sink.log(2, "train", TRAIN)
+    sink.log(3, "train", TRAIN)
+    sink.close()
+    lines = [line for line in capsys.readouterr().err.splitlines() if line.startswith("tracking:")]
+    assert len(lines) == 1 and lines[0].startswith("tracking: Mlflow stopped at step 2 (")
+    assert lines[0].endswith("; metrics.jsonl keeps every row")
+    assert [json.loads(line)["step"] for line in (tmp_path / "metrics.jsonl").read_text().splitlines()] == [1, 2, 3]
+
+
+def test_a_tracker_that_cannot_start_fails_in_one_line_before_ray_starts(tmp_path, monkeypatch):
     check_trackers(cfg_with(tmp_path, "mlflow", "wandb", "tensorboard"))  # both installed with the dev extra
     real = preflight_module.importlib.util.find_spec
     monkeypatch.setattr(preflight_module.importlib.util, "find_spec", lambda n: None if n == "wandb" else real(n))
     with pytest.raises(ConfigError, match=r"^tracking.loggers names wandb, which is not installed: pip install"):
         check_trackers(cfg_with(tmp_path, "wandb"))
+    monkeypatch.undo()
+    monkeypatch.delenv("WANDB_API_KEY", raising=False)
+    monkeypatch.setenv("HOME", str(tmp_path))  # no ~/.netrc: never logged in
+    online = cfg_with(tmp_path, "wandb", extra=["tracking.wandb_mode=online"])
+    with pytest.raises(ConfigError, match=r"^tracking.wandb_mode=online needs a W&B login"):
+        check_trackers(online)
+    monkeypatch.setenv("WANDB_API_KEY", "0" * 40)
+    check_trackers(online)
+    sqlite = cfg_with(tmp_path, "mlflow", extra=[f"tracking.mlflow_uri=sqlite:///{tmp_path}/m.db"])
+    if real("sqlalchemy") is None:  # mlflow-skinny, as the trackers extra installs
+        with pytest.raises(ConfigError, match=r"^tracking.mlflow_uri 'sqlite:.*' is a database, which mlflow-skinny"):
+            check_trackers(sqlite)
+    else:
+        check_trackers(sqlite)

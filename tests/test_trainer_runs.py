@@ -31,15 +31,16 @@ def test_cli_train_replay_mode_writes_metrics(warm_model, tmp_path):
     proc = subprocess.run([sys.executable, "-m", "replay_rl.cli", "train", "-s", f"model.path={path}",
                            "-s", f"run.output_dir={out}", "-s", "run.steps=4", "-s", "run.eval_every=2",
                            "-s", "run.eval_prompts=40", "-s", "learner.batch_size=32",
-                           "-s", "tracking.loggers=[tensorboard,mlflow,wandb]"], capture_output=True, text=True, env=env,
-                          timeout=600)
+                           "-s", "tracking.loggers=[tensorboard,mlflow,wandb]"],
+                          capture_output=True, text=True, env=env, timeout=600)
     assert proc.returncode == 0, proc.stderr[-3000:]
     summary = proc.stdout.strip().splitlines()
     assert summary[0].startswith("pass@1 (greedy, 40 held-out problems): ") and "at step 0 →" in summary[0]
     assert summary[1].startswith("compute: ") and f"{out}/final_model/" in summary[2]
     assert (out / "final_model" / "config.json").is_file() and (out / "checkpoints" / "step_4").is_dir()
-    assert summary[3] == (f"look: {out}/plots/*.png, or tensorboard --logdir {out}/tb, or MLflow at "
-                          f"{(out / 'mlruns').as_uri()}, or wandb sync {out}/wandb/offline-run-*")
+    assert summary[3] == (f"look: {out}/plots/*.png, or tensorboard --logdir {out}/tb, or MLFLOW_ALLOW_FILE_STORE=true "
+                          f"mlflow ui --backend-store-uri {(out / 'mlruns').as_uri()}, or wandb sync "
+                          f"{out}/wandb/offline-run-*")
     assert sorted(p.name for p in (out / "plots").iterdir()) == sorted(PLOTS)
     assert any((out / "tb").iterdir())
     assert_tracked(out)
@@ -57,27 +58,34 @@ def test_cli_train_replay_mode_writes_metrics(warm_model, tmp_path):
 
 def assert_tracked(out: Path) -> None:
     """The run's MLflow file store holds its metrics and config, and W&B's offline run its rows (tracking.loggers)."""
-    ids = json.loads((out / "trackers.json").read_text())["ids"]
     client = mlflow_client((out / "mlruns").as_uri())
-    run = client.get_run(ids["mlflow"])
+    (run,) = client.search_runs([e.experiment_id for e in client.search_experiments()])
     assert run.info.status == "FINISHED" and run.data.params["learner.batch_size"] == "32"
-    assert [m.step for m in client.get_metric_history(ids["mlflow"], "ledger/k_train")] == [1, 2, 3, 4]
-    assert sorted(m.step for m in client.get_metric_history(ids["mlflow"], "eval/pass_at_1")) == [0, 2, 4]
-    (wandb_run,) = (out / "wandb").glob(f"offline-run-*-{ids['wandb']}/run-{ids['wandb']}.wandb")
+    assert [m.step for m in client.get_metric_history(run.info.run_id, "ledger/k_train")] == [1, 2, 3, 4]
+    assert sorted(m.step for m in client.get_metric_history(run.info.run_id, "eval/pass_at_1")) == [0, 2, 4]
+    (wandb_run,) = (out / "wandb").glob("offline-run-*/run-*.wandb")
     assert b"batch/reward_mean" in wandb_run.read_bytes()
 
 
 def test_on_policy_mode_uses_each_rollout_once_also_across_a_resume(ray_cluster, warm_model, tmp_path):
     """The consume-once baseline, resumed from its step-2 checkpoint: the call its snapshot caught in part is made
     again (Roles.resume rounds down), since a shard short of a credited share would wait for it for ever; K_inf
-    stays within the pace's budget but for that call, and each rollout is trained on once."""
+    stays within the pace's budget but for that call, and each rollout is trained on once. With MLflow on, the
+    resume opens a second tracked run of the same run id that holds the whole history, as metrics.jsonl does."""
     path, _ = warm_model
-    out, args = tmp_path / "op", ("replay.type=lifo_once", "replay.capacity=256", "run.checkpoint_every=2")
+    out, args = tmp_path / "op", ("replay.type=lifo_once", "replay.capacity=256", "run.checkpoint_every=2",
+                                  "tracking.loggers=[mlflow]")
     train(run_cfg(path, out, "run.steps=2", *args))
     final = train(run_cfg(path, out, "run.steps=4", "run.resume_from=auto", *args))
     assert final["step"] == 4 and final["buffer/evicted_consumed"] == 4 * 32 and final["ledger/k_train"] == 4 * 32
     rows = read_metrics(out / "metrics.jsonl", "train")
     assert [r["step"] for r in rows] == [1, 2, 3, 4] and all(r["batch/reuse_mean"] == 1.0 for r in rows)
+    client = mlflow_client((out / "mlruns").as_uri())
+    runs = client.search_runs([e.experiment_id for e in client.search_experiments()], order_by=["start_time ASC"])
+    assert len(runs) == 2 and len({r.data.tags["replay_rl.run_id"] for r in runs}) == 1
+    k_train = [sorted((m.step, m.value) for m in client.get_metric_history(r.info.run_id, "ledger/k_train"))
+               for r in runs]
+    assert k_train[0] == [(1, 32), (2, 64)] and k_train[1] == [(s, 32 * s) for s in (1, 2, 3, 4)]
     cfg = run_cfg(path, out, *args)
     assert final["ledger/k_inf"] < pace_for(cfg).budget(4) + 2 * cfg.generation.rollouts_per_call
 

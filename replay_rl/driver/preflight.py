@@ -6,6 +6,7 @@ Each failure is a ConfigError naming the field and the fix; the CLI prints it an
 from __future__ import annotations
 
 import importlib.util
+import netrc
 import os
 from pathlib import Path
 
@@ -61,11 +62,29 @@ def check_resume(cfg: RunConfig) -> None:
 
 
 def check_trackers(cfg: RunConfig) -> None:
-    """A tracker whose package is missing fails now, not at the first metrics row after the roles started."""
-    for name in set(cfg.tracking.loggers) & {"mlflow", "wandb"}:
+    """A tracker that cannot start fails now, in one line, not after the roles hold their GPUs."""
+    t = cfg.tracking
+    for name in sorted(set(t.loggers) & {"mlflow", "wandb"}):
         if importlib.util.find_spec(name) is None:
             raise ConfigError(f"tracking.loggers names {name}, which is not installed: pip install -e '.[trackers]', "
                               f"or drop {name} from tracking.loggers")
+    database = (t.mlflow_uri or "").split(":")[0].split("+")[0] in ("sqlite", "postgresql", "mysql", "mssql")
+    if "mlflow" in t.loggers and database and importlib.util.find_spec("sqlalchemy") is None:
+        raise ConfigError(f"tracking.mlflow_uri {t.mlflow_uri!r} is a database, which mlflow-skinny cannot write: "
+                          "pip install mlflow, or use a tracking server (http://…) or no mlflow_uri (a file store)")
+    if "wandb" in t.loggers and t.wandb_mode == "online" and not wandb_login():
+        raise ConfigError("tracking.wandb_mode=online needs a W&B login (wandb login, or WANDB_API_KEY); or set "
+                          "tracking.wandb_mode=offline and `wandb sync` later")
+
+
+def wandb_login() -> bool:
+    """Whether W&B has a key to log in with: WANDB_API_KEY, or the ~/.netrc entry `wandb login` writes."""
+    if os.environ.get("WANDB_API_KEY"):
+        return True
+    try:
+        return netrc.netrc().authenticators("api.wandb.ai") is not None
+    except (OSError, netrc.NetrcParseError):
+        return False
 
 
 def check_output_dir(cfg: RunConfig) -> None:

@@ -23,6 +23,7 @@ from pathlib import Path
 
 from replay_rl.driver.checkpoints import checkpoint_dir, clean_stale, is_checkpoint, resolve_resume, staging_dir, verify
 from replay_rl.config import ConfigError, RunConfig
+from replay_rl.driver.trackers import LOCAL_STORES
 
 RUN_FILE = "run.json"
 LOCK_FILE = ".run.lock"
@@ -30,7 +31,7 @@ SET_ASIDE = "checkpoints_set_aside"  # this run's checkpoints past the earlier s
 # what a run writes into its folder: run.overwrite removes these and nothing else (output_dir may hold other files)
 ARTEFACTS = ("checkpoints", "replay_live", "metrics.jsonl", "metrics.jsonl.partial", "tb", "plots", "final_model",
              "replay_stats.json", "placement.json", "config.json", "error.log", "ray.log", RUN_FILE, SET_ASIDE,
-             "trackers.json", "mlruns", "wandb")  # the last three: tracking.loggers' ids and local stores
+             *LOCAL_STORES)
 
 
 class AlreadyFinished(ConfigError):

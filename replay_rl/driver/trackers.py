@@ -1,8 +1,10 @@
 """The trackers a run's metrics are mirrored to (tracking.loggers): TensorBoard, MLflow, Weights & Biases.
 
-Each gets every row the MetricsSink writes to metrics.jsonl, under the same namespaced keys. A resumed run (the same
-run id, after a restart or a `resume_from`) continues its tracked runs rather than starting new ones: their ids are
-kept in output_dir/trackers.json."""
+Each gets every row the MetricsSink writes to metrics.jsonl. Every start of a run (its first, a restart, a
+resume) opens new MLflow and W&B runs, grouped by the run id and first given the rows metrics.jsonl keeps through the
+step it resumed at, so each tracked run holds one history that matches metrics.jsonl, with no step twice (W&B cannot
+resume an offline run, and rows after a checkpoint are trained again). TensorBoard's folder is shared: a resume
+purges its events past the resumed step."""
 
 from __future__ import annotations
 
@@ -15,7 +17,8 @@ from typing import Protocol
 
 from replay_rl.config import RunConfig
 
-IDS_FILE = "trackers.json"
+LOCAL_STORES = ("mlruns", "wandb")
+ROW_FIELDS = ("step", "kind", "time")  # a metrics.jsonl row's own fields, beside its values  # what the default MLflow and offline W&B write into the run folder
 
 
 class Tracker(Protocol):
@@ -36,7 +39,7 @@ def flat_config(cfg: RunConfig) -> dict[str, str]:
     flat: dict[str, str] = {}
 
     def walk(prefix: str, node) -> None:
-        if isinstance(node, dict):
+        if isinstance(node, dict) and node:
             for k, v in node.items():
                 walk(f"{prefix}.{k}" if prefix else k, v)
         else:
@@ -61,10 +64,11 @@ def mlflow_client(uri: str):
 
 
 class TensorBoardTracker:
-    def __init__(self, out: Path) -> None:
+    def __init__(self, out: Path, resumed_at: int | None) -> None:
         from torch.utils.tensorboard import SummaryWriter
 
-        self._writer = SummaryWriter(str(out / "tb"))
+        # a resume writes the steps after its checkpoint again: the earlier events from there on are dropped
+        self._writer = SummaryWriter(str(out / "tb"), purge_step=None if resumed_at is None else resumed_at + 1)
 
     def log(self, step: int, kind: str, values: dict) -> None:
         for k, v in tracked("train", values).items():  # tags as train/<key> and eval/<key>
@@ -80,16 +84,12 @@ class MlflowTracker:
 
         self.uri = mlflow_uri(cfg, out)
         self._client = client = mlflow_client(self.uri)
-        if run_id is None:
-            experiment = client.get_experiment_by_name(cfg.tracking.experiment)
-            exp_id = experiment.experiment_id if experiment else client.create_experiment(cfg.tracking.experiment)
-            run_id = client.create_run(exp_id, run_name=out.name).info.run_id
-            params = [Param(k, v[:6000]) for k, v in flat_config(cfg).items()]
-            for i in range(0, len(params), 100):  # MLflow takes at most 100 parameters a call
-                client.log_batch(run_id, params=params[i:i + 100])
-        else:
-            client.update_run(run_id, status="RUNNING")
-        self.run_id = run_id
+        experiment = client.get_experiment_by_name(cfg.tracking.experiment)
+        exp_id = experiment.experiment_id if experiment else client.create_experiment(cfg.tracking.experiment)
+        self.run_id = client.create_run(exp_id, run_name=out.name, tags={"replay_rl.run_id": str(run_id)}).info.run_id
+        params = [Param(k, v[:6000]) for k, v in flat_config(cfg).items()]
+        for i in range(0, len(params), 100):  # MLflow takes at most 100 parameters a call
+            client.log_batch(self.run_id, params=params[i:i + 100])
 
     def log(self, step: int, kind: str, values: dict) -> None:
         from mlflow.entities import Metric
@@ -108,9 +108,8 @@ class WandbTracker:
     def __init__(self, cfg: RunConfig, out: Path, run_id: str | None) -> None:
         import wandb
 
-        new = run_id is None
-        self._run = wandb.init(project=cfg.tracking.experiment, name=out.name, dir=str(out),
-                               mode=cfg.tracking.wandb_mode, id=run_id, resume=None if new else "allow", config=flat_config(cfg) if new else None,
+        self._run = wandb.init(project=cfg.tracking.experiment, name=out.name, group=run_id, dir=str(out),
+                               mode=cfg.tracking.wandb_mode, config=flat_config(cfg),
                                settings=wandb.Settings(console="off", silent=True))
         # rows arrive out of step order (an eval is logged after later train steps): the x-axis is a logged key
         self._run.define_metric("step")
@@ -124,24 +123,31 @@ class WandbTracker:
         self._run.finish(exit_code=1 if failed else 0)
 
 
+def make_trackers(cfg: RunConfig, out: Path, run_id: str | None, resumed_at: int | None,
+                  history: list[dict]) -> list[Tracker]:
+    """The trackers tracking.loggers names, for one start of the run. history: the rows metrics.jsonl keeps through
+    `resumed_at` (none for a fresh start), given first to the new MLflow and W&B runs."""
+    trackers: list[Tracker] = []
+    try:
+        for name in cfg.tracking.loggers:
+            if name == "tensorboard":
+                trackers.append(TensorBoardTracker(out, resumed_at))
+                continue
+            tracker = MlflowTracker(cfg, out, run_id) if name == "mlflow" else WandbTracker(cfg, out, run_id)
+            trackers.append(tracker)  # before the history: a failure below still closes it
+            for row in history:
+                tracker.log(row["step"], row["kind"], {k: v for k, v in row.items() if k not in ROW_FIELDS})
+    except BaseException:
+        for tracker in trackers:  # none left open (an MLflow run would stay RUNNING)
+            tracker.close(failed=True)
+        raise
+    return trackers
+
+
 def look_line(cfg: RunConfig, out: Path) -> str:
     """Where a person looks at the run's curves: its plots, and each tracker it logged to."""
-    t = cfg.tracking
+    t, uri = cfg.tracking, mlflow_uri(cfg, out)
     wandb = f"wandb sync {out}/wandb/offline-run-*" if t.wandb_mode == "offline" else f"W&B project {t.experiment}"
-    hints = {"tensorboard": f"tensorboard --logdir {out}/tb", "mlflow": f"MLflow at {mlflow_uri(cfg, out)}",
-             "wandb": wandb}
+    mlflow = f"MLFLOW_ALLOW_FILE_STORE=true mlflow ui --backend-store-uri {uri}" if uri.startswith("file:") else uri
+    hints = {"tensorboard": f"tensorboard --logdir {out}/tb", "mlflow": mlflow, "wandb": wandb}
     return ", or ".join([f"look: {out}/plots/*.png", *(hints[name] for name in t.loggers)])
-
-
-def make_trackers(cfg: RunConfig, out: Path, run_id: str | None, resume: bool) -> list[Tracker]:
-    """The trackers tracking.loggers names. A resumed attempt of the same run (run_id) continues the tracked runs
-    that trackers.json names; a fresh run starts new ones and records their ids there."""
-    path = out / IDS_FILE
-    kept = json.loads(path.read_text()) if resume and path.is_file() else {}
-    ids = kept.get("ids", {}) if run_id is not None and kept.get("run_id") == run_id else {}
-    built = {"tensorboard": lambda: TensorBoardTracker(out), "mlflow": lambda: MlflowTracker(cfg, out, ids.get("mlflow")),
-             "wandb": lambda: WandbTracker(cfg, out, ids.get("wandb"))}
-    trackers = {name: built[name]() for name in cfg.tracking.loggers}
-    ids = {name: t.run_id for name, t in trackers.items() if name != "tensorboard"}
-    path.write_text(json.dumps({"run_id": run_id, "ids": ids}, indent=1))
-    return list(trackers.values())

@@ -9,7 +9,7 @@ from typing import Any, Callable, Iterable, Iterator, Protocol
 
 import torch
 
-from replay_rl.sync.plan import Bucket, WeightHandle, plan_buckets  # noqa: F401  (WeightHandle re-exported)
+from replay_rl.sync.plan import Bucket, WeightHandle, plan_buckets
 
 
 class WeightPublisher(Protocol):

@@ -2,8 +2,9 @@
 buffers of about sync.bucket_mb. A transfer is then a few large messages instead of one per tensor (the per-tensor
 overhead is what peers report as slow sync), and the sender holds at most one packed bucket beyond its weights.
 
-The plan (which tensor goes in which bucket, at which byte offset) is computed from names, shapes and dtypes alone,
-so the learner can gather ZeRO-3 partitions one bucket at a time and a receiver can allocate before data arrives.
+The plan (which tensor goes in which bucket, at which byte offset: sync/plan.py) is computed from names, shapes and
+dtypes alone, so the learner can gather ZeRO-3 partitions one bucket at a time and a receiver can allocate before
+data arrives. This module packs and unpacks the tensors themselves.
 """
 
 from __future__ import annotations

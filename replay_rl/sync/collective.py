@@ -16,9 +16,9 @@ import ray
 import torch
 import torch.distributed as dist
 
-from replay_rl.sync.base import WeightHandle, send_buckets
+from replay_rl.sync.base import send_buckets
 from replay_rl.sync.buckets import pack, plan_bytes, unpack
-from replay_rl.sync.plan import Bucket
+from replay_rl.sync.plan import Bucket, WeightHandle
 from replay_rl.sync.object_store import BoardWatch
 
 

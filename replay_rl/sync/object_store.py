@@ -10,9 +10,9 @@ from typing import Iterable, Iterator
 import ray
 import torch
 
-from replay_rl.sync.base import WeightHandle, send_buckets
+from replay_rl.sync.base import send_buckets
 from replay_rl.sync.buckets import as_bytes, from_bytes, plan_bytes
-from replay_rl.sync.plan import Bucket
+from replay_rl.sync.plan import Bucket, WeightHandle
 
 
 class BoardWatch:

@@ -9,7 +9,8 @@ import ray
 import torch
 
 from replay_rl.config import NcclSyncConfig, ObjectStoreSyncConfig
-from replay_rl.sync.base import WeightHandle, publish_state
+from replay_rl.sync.base import publish_state
+from replay_rl.sync.plan import WeightHandle
 from replay_rl.sync.factory import make_weight_sync
 from replay_rl.sync.board import WeightBoard
 from replay_rl.sync.object_store import BoardWatch
