@@ -236,6 +236,9 @@ def main(argv: list[str] | None = None) -> None:
     t0 = time.perf_counter()
     all_specs = [s for _, _, specs in plans.values() for s in specs]
     done_before = sum(finished(cfg) for _, _, cfg in all_specs)
+    if args.report_only and not done_before and not any((out / task / "results.json").is_file() for task in plans):
+        sys.exit(f"--report-only: {out} holds no finished run and no TASK/results.json to summarise; run the study "
+                 "without --report-only first, or point --out at a committed study (benchmarks/results/NAME)")
     # --report-only counts only the finished runs, the ones it reads
     progress = {"t0": t0, "i": 0, "trained": 0, "n": done_before if args.report_only else len(all_specs),
                 "left": 0 if args.report_only else len(all_specs) - done_before}

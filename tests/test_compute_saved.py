@@ -76,6 +76,14 @@ def test_every_preset_builds_valid_run_configs(preset, tmp_path):
         check_specs(specs, p, BASELINE)
 
 
+def test_report_only_on_an_empty_folder_says_so_in_one_line(tmp_path, capsys):
+    sys.path.insert(0, str(ROOT / "benchmarks"))
+    from compute_saved import main
+
+    with pytest.raises(SystemExit, match=r"^--report-only: .*empty holds no finished run and no TASK/results.json"):
+        main(["--preset", "frontier", "--out", str(tmp_path / "empty"), "--report-only"])
+
+
 def test_frontier_preset_runs_both_tasks_and_one_can_be_picked():
     sys.path.insert(0, str(ROOT / "benchmarks"))
     from compute_saved import PRESETS, task_presets
