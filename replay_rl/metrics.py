@@ -14,6 +14,9 @@ from pathlib import Path
 from typing import Sequence
 
 
+ROW_FIELDS = ("step", "kind", "time")  # a metrics.jsonl row's own fields, beside its values
+
+
 class MetricsSink:
     def __init__(self, output_dir: str | Path, keep_through_step: int | None = None) -> None:
         """keep_through_step: a resumed run's checkpoint step; rows after it are dropped, since the resumed run
@@ -85,4 +88,4 @@ def read_metrics(path: str | Path, kind: str | None = None) -> list[dict]:
 def row_at(rows: list[dict], kind: str, step: int) -> dict:
     """The values of the last `kind` row of `step` in `rows` (read_metrics), without step, kind and time; {} if none."""
     found = [r for r in rows if r["kind"] == kind and r["step"] == step]
-    return {k: v for k, v in found[-1].items() if k not in ("step", "kind", "time")} if found else {}
+    return {k: v for k, v in found[-1].items() if k not in ROW_FIELDS} if found else {}

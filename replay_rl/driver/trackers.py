@@ -16,9 +16,9 @@ from pathlib import Path
 from typing import Protocol
 
 from replay_rl.config import RunConfig
+from replay_rl.metrics import ROW_FIELDS
 
-LOCAL_STORES = ("mlruns", "wandb")
-ROW_FIELDS = ("step", "kind", "time")  # a metrics.jsonl row's own fields, beside its values  # what the default MLflow and offline W&B write into the run folder
+LOCAL_STORES = ("mlruns", "wandb")  # what the default MLflow and offline W&B write into the run folder
 
 
 class Tracker(Protocol):
