@@ -19,6 +19,7 @@ neither (learner/engine.py, generation/hf.py, sync/buckets.py) directly, on rand
     bash cluster/gpu_wheels.sh                 # on a machine with pip and internet: .whl/ (deepspeed, pydantic)
     python cluster/gpu_check.py                # on the GPU (Qwen3-0.6B and 1.7B shapes); PASS/FAIL lines + JSON
     python cluster/gpu_check.py --device cpu --shapes tiny    # the same code on CPU, as the test suite runs it
+    python cluster/gpu_check.py --shapes smollm2_135m          # the shape of configs/smollm2_135m_gpu.yaml
     python cluster/gpu_check.py --budgets none -s learner.pack_sequences=true -s learner.activation_checkpointing=true
 
 The learner's log-probs take the lm_head a learner.logprob_chunk_tokens chunk at a time (no (B, L, V) fp32
@@ -42,15 +43,9 @@ import numpy as np
 import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # run from a checkout, installed or not
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from gpu_shapes import SHAPES, model_config  # noqa: E402  (beside this file)
 
-SHAPES = {  # Qwen3 configs (transformers' Qwen3Config fields); parameters only, random init, no download
-    "tiny": dict(hidden_size=64, intermediate_size=192, num_hidden_layers=2, num_attention_heads=4,
-                 num_key_value_heads=2, head_dim=16, vocab_size=256, tie_word_embeddings=False),
-    "qwen3_0p6b": dict(hidden_size=1024, intermediate_size=3072, num_hidden_layers=28, num_attention_heads=16,
-                       num_key_value_heads=8, head_dim=128, vocab_size=151936, tie_word_embeddings=True),
-    "qwen3_1p7b": dict(hidden_size=2048, intermediate_size=6144, num_hidden_layers=28, num_attention_heads=16,
-                       num_key_value_heads=8, head_dim=128, vocab_size=151936, tie_word_embeddings=True),
-}
 results: dict = {"checks": []}
 
 
@@ -73,13 +68,13 @@ def free_port() -> int:
 
 def model_folder(shape: str, root: Path, dtype: torch.dtype, device: torch.device) -> Path:
     """A random-init model of the shape with our offline tokenizer, saved as an HF folder in `dtype`."""
-    from transformers import AutoModelForCausalLM, Qwen3Config
+    from transformers import AutoModelForCausalLM
 
     from replay_rl.models.hf_folder import build_tokenizer, save_model_folder
 
     tok = build_tokenizer()
-    config = Qwen3Config(**SHAPES[shape], max_position_embeddings=4096, pad_token_id=tok.pad_token_id,
-                         eos_token_id=tok.eos_token_id, bos_token_id=tok.eos_token_id)
+    config = model_config(shape, pad_token_id=tok.pad_token_id, eos_token_id=tok.eos_token_id,
+                          bos_token_id=tok.eos_token_id)
     torch.manual_seed(0)
     with torch.device(device):
         model = AutoModelForCausalLM.from_config(config, dtype=dtype)

@@ -59,6 +59,8 @@ def test_dotted_overrides_and_derived_properties():
     (["cluster.total_gpus=8", "cluster.gpus_per_generator=1", "cluster.gpus_per_learner=1",
       "cluster.generators=7"], "cluster", "does not fit cluster.total_gpus=8"),
     (["generation.backend.type=sglang"], "generation.backend", "tag"),
+    (["generation.backend.type=vllm", "cluster.gpus_per_generator=2"], "cluster.gpus_per_generator",
+     "one engine on one GPU"),
     (["model.tiny.hidden_size=102"], "model.tiny", "divide"),
 ])
 def test_bad_values_name_the_field(overrides, field, words):

@@ -38,3 +38,19 @@ def test_gpu_check_passes_on_cpu_with_ray_unimportable(tmp_path):
     assert abs(mu["mu"] - mu["generate_s"] / mu["train_s"]) < 1e-9
     # DeepSpeed's CPU shared-memory op (inference only) is not compiled: no toolchain, no build lock to hang on
     assert not extensions.exists(), sorted(p.name for p in extensions.rglob("*"))
+
+
+def test_the_smollm2_shape_is_the_real_models_parameter_for_parameter():
+    """The check measures SmolLM2 at random init: its shape must be the preset's model, tensor by tensor."""
+    import torch
+    from transformers import AutoModelForCausalLM
+
+    sys.path.insert(0, str(ROOT / "cluster"))
+    from gpu_shapes import model_config
+
+    with torch.device("meta"):
+        model = AutoModelForCausalLM.from_config(model_config("smollm2_135m", pad_token_id=2, eos_token_id=2,
+                                                              bos_token_id=1))
+    shapes = {n: tuple(p.shape) for n, p in model.named_parameters()}
+    assert sum(p.numel() for p in model.parameters()) == 134_515_008  # SmolLM2-135M-Instruct, tied head
+    assert shapes["model.layers.29.self_attn.k_proj.weight"] == (192, 576) and len(shapes) == 272  # as in its safetensors

@@ -67,8 +67,10 @@ class RunConfig(_Section):
         if self.sync.type == "nccl" and self.replay.rate_limit is not None:
             # a generator blocked in a rate-limited insert cannot join the broadcast rank 0 is waiting in
             raise ValueError("sync: type=nccl with replay.rate_limit can deadlock; use sync.type=object_store")
-        if self.generation.backend.type == "vllm" and c.gpus_per_generator not in (0, 1):
-            raise ValueError("cluster.gpus_per_generator: the vllm backend runs one engine per GPU; use 1 (or 0 on CPU)")
+        if self.generation.backend.type == "vllm" and c.gpus_per_generator > 1:
+            # a fraction shares one GPU with a learner (Ray gives both the same device), as colocated setups do
+            raise ValueError("cluster.gpus_per_generator: the vllm backend runs one engine on one GPU; use 1, a "
+                             "fraction to share a GPU (with generation.backend.gpu_memory_utilization to fit), or 0 on CPU")
         return self
 
     # derived quantities: properties, never copied into other sections
