@@ -8,7 +8,7 @@ import sys
 import numpy as np
 
 from replay_rl.metrics import MetricsSink
-from replay_rl.analysis.report import PLOTS, RunRecord, write_report
+from replay_rl.analysis.report import PLOTS, RunRecord, accuracy_panels, write_report
 
 
 def fake_run(path, slope, oldest_bin=1):
@@ -40,6 +40,12 @@ def test_report_draws_every_plot_for_several_runs(tmp_path):
     run = RunRecord.load(tmp_path / "a" / "seed0")
     steps, acc = run.series("eval/pass@1", "eval")
     assert steps.tolist() == [0, 10, 20, 30, 40] and np.isclose(acc[-1], 0.5)
+
+
+def test_the_sampled_panel_reads_the_sampled_score_at_every_k():
+    # at eval_k = 1 it once drew eval/pass@1, the greedy score, a second time under the label "sampled"
+    assert [key for key, _, _ in accuracy_panels(1)] == ["eval/pass@1", "eval/pass@1_sampled"]
+    assert [key for key, _, _ in accuracy_panels(4)] == ["eval/pass@1", "eval/pass@4"]
 
 
 def test_a_run_whose_rollouts_reach_the_histograms_last_bin_is_drawn(tmp_path):

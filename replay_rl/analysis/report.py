@@ -50,6 +50,12 @@ class RunRecord:
             (np.zeros(0), np.zeros(0))
 
 
+def accuracy_panels(k: int) -> list[tuple[str, str, str]]:
+    """Greedy pass@1 beside the sampled pass@k; at k = 1 that is eval/pass@1_sampled (eval/pass@1 is greedy)."""
+    sampled = f"eval/pass@{k}" if k > 1 else "eval/pass@1_sampled"
+    return [("eval/pass@1", "eval", "pass@1 (greedy)"), (sampled, "eval", f"pass@{k} (sampled)")]
+
+
 def write_report(run_dirs: list[str | Path], out: str | Path) -> list[Path]:
     """Write the PNGs for `run_dirs` into `out`; returns their paths."""
     import matplotlib
@@ -93,8 +99,7 @@ def write_report(run_dirs: list[str | Path], out: str | Path) -> list[Path]:
         plt.close(fig)
         written.append(out / name)
 
-    k = runs[0].eval_k
-    grid("accuracy.png", [("eval/pass@1", "eval", "pass@1 (greedy)"), (f"eval/pass@{k}", "eval", f"pass@{k} (sampled)")],
+    grid("accuracy.png", accuracy_panels(runs[0].eval_k),
          "held-out accuracy (step 0 = the model RL started from)")
     grid("learner.png", [("batch/reward_mean", "train", "batch reward"),
                          ("batch/entropy", "train", "entropy (nats/token)"), ("batch/loss", "train", "loss"),
