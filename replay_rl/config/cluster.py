@@ -6,6 +6,8 @@ from pydantic import Field
 
 from replay_rl.config.base import _Section
 
+MIN_CPU = 0.01  # every bundle's CPU floor: Ray refuses an empty bundle, and Tune drops an empty first one
+
 
 class EmulatedClusterConfig(_Section):
     """The paper's cost model (§3.2) applied to a run on any hardware, e.g. a 2-core CPU box.
@@ -45,6 +47,10 @@ class ClusterConfig(_Section):
     """GPUs each generator actor reserves (Ray num_gpus); 0 on CPU."""
     gpus_per_learner: float = Field(0, ge=0)
     """GPUs each learner rank reserves; 0 on CPU."""
+    gpus_per_evaluator: float = Field(0, ge=0)
+    """GPUs the evaluator reserves, in a bundle of its own inside a study trial's reservation. 0: it reserves none
+    and uses a GPU only if its node has one, whoever holds it (Ray leaves a 0-GPU actor every GPU of its node), so
+    a study on GPU nodes needs it above 0 (e.g. 0.1)."""
     cpus_per_actor: float = Field(0.25, ge=0)
     """CPUs each actor reserves in Ray's accounting; small values let a 2-core box host every role."""
     total_gpus: int | None = Field(None, ge=0)
@@ -59,6 +65,20 @@ class ClusterConfig(_Section):
     emulate: EmulatedClusterConfig | None = EmulatedClusterConfig(mu=5.28, generators=5, learners=3)
     """Pace and account this run as the paper's cost model of a W/T GPU cluster (see EmulatedClusterConfig).
     None: generators run free and compute is whatever the hardware spends."""
+
+    def bundles(self) -> list[dict[str, float]]:
+        """The run's shape as placement-group bundles, the one definition of what a run reserves: 0 the run's driver
+        (with the replay shards, weight boards, reports, and the evaluator when it has no GPU); 1 the evaluator
+        when gpus_per_evaluator > 0; then one bundle per generator, then one per learner rank. Zero amounts are
+        left out (as Ray Tune drops them); every bundle keeps MIN_CPU."""
+        cpu = max(self.cpus_per_actor, MIN_CPU)
+        head = [bundle(cpu)] + ([bundle(MIN_CPU, self.gpus_per_evaluator)] if self.gpus_per_evaluator else [])
+        return (head + [bundle(cpu, self.gpus_per_generator, self.generator_resources)] * self.generators
+                + [bundle(cpu, self.gpus_per_learner, self.learner_resources)] * self.learners)
+
+
+def bundle(cpus: float, gpus: float = 0, custom: dict[str, float] | None = None) -> dict[str, float]:
+    return {"CPU": cpus} | ({"GPU": gpus} if gpus else {}) | {k: v for k, v in (custom or {}).items() if v}
 
 
 class RunSettings(_Section):

@@ -6,7 +6,6 @@ from __future__ import annotations
 import time
 
 import ray
-from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
 from replay_rl.config import RunConfig
 from replay_rl.config.replay_specs import shard_spec
@@ -14,6 +13,7 @@ from replay_rl.evaluation.evaluator import Evaluator
 from replay_rl.generation.reports import GeneratorReports
 from replay_rl.learner.group import LearnerGroup, await_start
 from replay_rl.replay.client import ReplayClient, create_shards
+from replay_rl.driver.placement import placement_for
 from replay_rl.driver.roles import GeneratorSlot, Roles, spawn_generator
 from replay_rl.sync.board import WeightBoard
 
@@ -21,14 +21,14 @@ from replay_rl.sync.board import WeightBoard
 def build(cfg: RunConfig, model_path: str, run_restarts: int = 0, place_by: float | None = None) -> Roles:
     """Every role, anew. place_by: a restart's monotonic deadline for the learners' placement (run.node_wait_s)."""
     c = cfg.cluster
-    # roles that ask for no resources land on any node (Ray ignored a soft affinity here): pinned to the driver's,
-    # which lives as long as the run, a lost generator or learner node takes only its own generators or ranks
-    here = NodeAffinitySchedulingStrategy(ray.get_runtime_context().get_node_id(), soft=False)
+    placement = placement_for(cfg)  # the driver's node, or each role's bundle of a reservation the run holds
+    here = placement.here()
     shards = create_shards(shard_spec(cfg), here)
     board, eval_board, reports = (a.options(scheduling_strategy=here).remote()
                                   for a in (WeightBoard, WeightBoard, GeneratorReports))
-    learners = LearnerGroup(cfg, model_path, shards, board, eval_board, place_by)
-    generators = [spawn_generator(cfg, i, model_path, shards, board, reports) for i in range(c.generators)]
+    learners = LearnerGroup(cfg, model_path, shards, board, eval_board, place_by, placement.learner_bundles())
+    generators = [spawn_generator(cfg, i, model_path, shards, board, reports, strategy=placement.generator(i))
+                  for i in range(c.generators)]
     if cfg.sync.type == "nccl":  # rank 0 of the learners + every generator form one broadcast group
         try:
             join_weight_group(cfg, learners, generators)
@@ -37,9 +37,10 @@ def build(cfg: RunConfig, model_path: str, run_restarts: int = 0, place_by: floa
                 ray.kill(actor)
             learners.shutdown()
             raise
-    evaluator = Evaluator.options(num_cpus=0, scheduling_strategy=here).remote(cfg, model_path, eval_board)
+    evaluator = Evaluator.options(num_cpus=0, num_gpus=c.gpus_per_evaluator,
+                                  scheduling_strategy=placement.evaluator()).remote(cfg, model_path, eval_board)
     return Roles(cfg, ReplayClient(shards), board, eval_board, learners, [GeneratorSlot(g) for g in generators],
-                 evaluator, model_path, run_restarts=run_restarts, reports=reports)
+                 evaluator, model_path, run_restarts=run_restarts, reports=reports, layout=placement)
 
 
 def join_weight_group(cfg: RunConfig, learners: LearnerGroup, generators: list) -> None:

@@ -8,6 +8,7 @@ from __future__ import annotations
 import importlib.util
 import netrc
 import os
+import sys
 from pathlib import Path
 
 from replay_rl.driver.checkpoints import is_checkpoint
@@ -20,7 +21,8 @@ def preflight(cfg: RunConfig) -> None:
     check_task(cfg)
     check_resume(cfg)
     check_trackers(cfg)
-    if cfg.cluster.address is None and "RAY_ADDRESS" not in os.environ:  # the local cluster connect() will start
+    # the local cluster connect() will start; not inside a Ray worker (a study trial: its driver checked the cluster)
+    if cfg.cluster.address is None and "RAY_ADDRESS" not in os.environ and not in_ray_worker():
         check_fits(cfg, {"CPU": max(2, os.cpu_count() or 2), "GPU": local_gpus()})
     check_output_dir(cfg)  # last: the inputs' own errors come first
 
@@ -97,8 +99,7 @@ def check_output_dir(cfg: RunConfig) -> None:
 
 def check_fits(cfg: RunConfig, resources: dict[str, float]) -> None:
     c = cfg.cluster
-    gpus = c.generators * c.gpus_per_generator + c.learners * c.gpus_per_learner
-    cpus = (c.generators + c.learners + 1) * c.cpus_per_actor
+    gpus, cpus = (sum(b.get(key, 0) for b in c.bundles()) for key in ("GPU", "CPU"))
     if gpus > resources.get("GPU", 0) or cpus > resources.get("CPU", 0):
         raise ConfigError(f"cluster too small for W={c.generators}, T={c.learners}: needs {gpus:g} GPUs and {cpus:g} "
                           f"CPUs, the Ray cluster has {resources.get('GPU', 0):g} GPUs and {resources.get('CPU', 0):g}"
@@ -110,6 +111,37 @@ def check_fits(cfg: RunConfig, resources: dict[str, float]) -> None:
                 raise ConfigError(f"cluster.{field}: {count} × {name}={amount:g} but the Ray cluster offers "
                                   f"{resources.get(name, 0):g} {name}; start nodes with `ray start --resources="
                                   f"'{{\"{name}\": N}}'` or change cluster.{field}")
+
+
+def check_placeable(cfg: RunConfig, nodes: list[dict]) -> None:
+    """Whether a study trial of this run's shape can ever be placed on the cluster of `nodes` (ray.nodes()): the
+    totals (check_fits), each bundle of cluster.bundles() within one alive node (else Tune would leave the trial
+    pending for ever), and on a cluster with GPUs a GPU reserved for the evaluator. One ConfigError line if not."""
+    alive = [n["Resources"] for n in nodes if n.get("Alive", True)]
+    totals: dict[str, float] = {}
+    for offer in alive:
+        for key, amount in offer.items():
+            totals[key] = totals.get(key, 0) + amount
+    check_fits(cfg, totals)
+    c = cfg.cluster
+    roles = ["the run's driver"] + ["the evaluator"] * (c.gpus_per_evaluator > 0) + ["a generator"] * c.generators
+    for role, bundle in zip(roles + ["a learner rank"] * c.learners, c.bundles()):
+        if not any(all(offer.get(k, 0) >= v for k, v in bundle.items()) for offer in alive):
+            custom = [k for k in bundle if k not in ("CPU", "GPU")]
+            near = [offer for offer in alive if all(offer.get(k, 0) >= bundle[k] for k in custom)] or alive
+            most = {k: max(offer.get(k, 0) for offer in near) for k in bundle}
+            raise ConfigError(f"{role}'s bundle {bundle} fits no node of the Ray cluster (its nodes"
+                              f"{' offering ' + ', '.join(custom) if custom else ''} offer at most {most}); lower "
+                              "cluster.cpus_per_actor or the GPUs or resources it asks for, or add a node that holds it")
+    if totals.get("GPU", 0) and not c.gpus_per_evaluator:
+        raise ConfigError("cluster.gpus_per_evaluator=0 on a cluster with GPUs: each trial's evaluator would use a GPU "
+                          "no trial reserved; set cluster.gpus_per_evaluator (e.g. 0.1)")
+
+
+def in_ray_worker() -> bool:
+    """Whether this process is a Ray worker (a study trial's actor), without importing Ray."""
+    ray = sys.modules.get("ray")
+    return ray is not None and ray.is_initialized() and ray._private.worker.global_worker.mode == ray.WORKER_MODE
 
 
 def local_gpus() -> int:

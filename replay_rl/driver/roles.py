@@ -53,11 +53,13 @@ class Roles:
     reports_asked: object = None  # its outstanding all() call, read when it is ready, never waited on
     run_restarts: int = 0  # how often every role was restarted from a checkpoint before these were built
     where: dict = field(default_factory=dict)  # placement(): a role's death names the node it was lost with
+    layout: object = None  # driver/placement.py's Placement: a replaced generator goes back into its bundle
     supervisor: Supervisor = field(init=False, repr=False)
 
     def __post_init__(self) -> None:
         self.supervisor = Supervisor(self, lambda i, first_call: spawn_generator(
-            self.cfg, i, self.model_path, self.replay.shards, self.board, self.reports, first_call))
+            self.cfg, i, self.model_path, self.replay.shards, self.board, self.reports, first_call,
+            self.layout and self.layout.generator(i)))
 
     @property
     def generators(self) -> list:
@@ -68,16 +70,19 @@ class Roles:
         return sum(s.restarts for s in self.slots)
 
     def placement(self) -> dict[str, dict]:
-        """Which node each actor runs on, with the custom resources that node offers (written to placement.json:
-        where cluster.generator_resources / learner_resources put the roles)."""
+        """Which node each actor runs on, with the custom resources that node offers, and the placement group it
+        runs in (a study trial's reservation; None outside one). Written to placement.json: where
+        cluster.generator_resources / learner_resources put the roles."""
         actors = {f"generator {i}": a for i, a in enumerate(self.generators)}
         actors |= {f"learner rank {i}": r for i, r in enumerate(self.learners.ranks)}
         actors |= {f"replay shard {i}": s for i, s in enumerate(self.replay.shards)}
-        node_ids = Phase(self, "start", self.cfg.run.start_timeout_s, "run.start_timeout_s").wait(
-            [a.__ray_call__.remote(lambda _: ray.get_runtime_context().get_node_id()) for a in actors.values()],
-            list(actors))
+        where = Phase(self, "start", self.cfg.run.start_timeout_s, "run.start_timeout_s").wait(
+            [a.__ray_call__.remote(lambda _: (ray.get_runtime_context().get_node_id(),
+                                              ray.get_runtime_context().get_placement_group_id()))
+             for a in actors.values()], list(actors))
         nodes = ray.nodes()
-        self.where = {name: placed_on(node, nodes) for name, node in zip(actors, node_ids)}
+        self.where = {name: placed_on(node, nodes) | {"placement_group": pg}
+                      for name, (node, pg) in zip(actors, where)}
         return self.where
 
     def start_generators(self) -> None:
@@ -186,8 +191,10 @@ class Roles:
         self.learners.shutdown()
 
 
-def spawn_generator(cfg: RunConfig, i: int, model_path: str, shards: list, board, reports, first_call: int = 0):
+def spawn_generator(cfg: RunConfig, i: int, model_path: str, shards: list, board, reports, first_call: int = 0,
+                    strategy=None):
+    """strategy: where Ray places it (its bundle of the run's reservation); None: by its resources."""
     c = cfg.cluster
     return Generator.options(num_cpus=c.cpus_per_actor, num_gpus=c.gpus_per_generator,
-                             resources=c.generator_resources or None).remote(
+                             resources=c.generator_resources or None, scheduling_strategy=strategy).remote(
         cfg, i, model_path, shards, board, first_call, reports)

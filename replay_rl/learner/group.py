@@ -19,14 +19,16 @@ class LearnerStartTimeout(TimeoutError):
 
 class LearnerGroup:
     def __init__(self, cfg: RunConfig, model_path: str, shards: list, board, eval_board,
-                 place_by: float | None = None) -> None:
+                 place_by: float | None = None, bundles: tuple | None = None) -> None:
         """Placement and start within run.start_timeout_s. place_by: a restart after a death, perhaps of a node,
         whose placement may wait for a replacement node until this monotonic deadline (run.node_wait_s, counted from
-        the death); the ranks then start within run.start_timeout_s."""
+        the death); the ranks then start within run.start_timeout_s. bundles: (placement group, the ranks' bundle
+        indices) of a reservation the run already holds (a study trial's, driver/placement.py), used instead of a
+        group of its own, which would book the ranks' resources twice."""
         self.cfg, c = cfg, cfg.cluster
-        bundle = ({"CPU": c.cpus_per_actor} | ({"GPU": c.gpus_per_learner} if c.gpus_per_learner else {})
-                  | c.learner_resources)
-        self.pg = placement_group([bundle] * c.learners, strategy="PACK")
+        self.owns_pg = bundles is None
+        self.pg, self.indices = bundles or (placement_group(c.bundles()[-c.learners:], strategy="PACK"),
+                                            list(range(c.learners)))
         self.ranks: list = []
         bound_s = cfg.run.start_timeout_s
         try:  # bounded: a rank alone in the rendezvous would otherwise wait out gloo's or NCCL's 30 min
@@ -38,7 +40,7 @@ class LearnerGroup:
             self.ranks = [
                 LearnerRank.options(num_cpus=c.cpus_per_actor, num_gpus=c.gpus_per_learner,
                                     resources=c.learner_resources or None,  # drawn from the bundle, as CPUs are
-                                    scheduling_strategy=PlacementGroupSchedulingStrategy(self.pg, i)).remote(
+                                    scheduling_strategy=PlacementGroupSchedulingStrategy(self.pg, self.indices[i])).remote(
                     cfg, i, model_path, shards[i], board, eval_board)
                 for i in range(c.learners)]
             address = self.ranks[0].address.remote()
@@ -83,7 +85,8 @@ class LearnerGroup:
     def shutdown(self) -> None:
         for r in self.ranks:
             ray.kill(r)
-        ray.util.remove_placement_group(self.pg)
+        if self.owns_pg:  # a reservation held for the whole run is its owner's to give back
+            ray.util.remove_placement_group(self.pg)
 
 
 def await_start(pending: dict, deadline: float, bound_s: float, field: str = "run.start_timeout_s") -> None:
