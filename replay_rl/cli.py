@@ -1,4 +1,4 @@
-"""`replay-rl` command line: init-model | warmstart | eval | train | report | config | plan | probe."""
+"""`replay-rl` command line: init-model | warmstart | eval | train | report | config | plan | probe | study."""
 
 from __future__ import annotations
 
@@ -193,7 +193,7 @@ def plan(mu: float = typer.Option(..., help="measured μ = cost to generate a ba
     best N ≥ B at a given W/T."""
     from dataclasses import asdict
 
-    from replay_rl.analysis.theory import NoInteriorOptimum, plan as solve
+    from replay_rl.analysis.theory import NoInteriorOptimum, parse_ratio, plan as solve
 
     try:
         result = solve(mu, alpha, rho, batch_size, None if w_t is None else parse_ratio(w_t), discrete)
@@ -287,13 +287,12 @@ def probe(config: Optional[Path] = ConfigOpt, set_: Optional[List[str]] = SetOpt
         raise typer.Exit(EXIT_CODES[result["status"]["status"]])
 
 
-def parse_ratio(text: str) -> float:
-    """--w-t as 'W/T' (5/3) or a number (1.67)."""
-    num, sep, den = text.partition("/")
-    try:
-        return float(num) / float(den) if sep else float(num)
-    except (ValueError, ZeroDivisionError):
-        raise ValueError(f"--w-t: expected W/T like 5/3 or a positive number (got {text!r})") from None
+@app.command(context_settings={"allow_extra_args": True, "ignore_unknown_options": True, "help_option_names": []})
+def study(ctx: typer.Context) -> None:
+    """The compute-saved study, each run a Ray Tune trial (`replay-rl study --help` for its options)."""
+    from replay_rl.study.main import main
+
+    main(ctx.args)
 
 
 if __name__ == "__main__":

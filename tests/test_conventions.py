@@ -27,7 +27,9 @@ CORE = ["replay_rl.config", "replay_rl.rollout", "replay_rl.replay.selectors", "
         # the probe runs in one process: no Ray, no DeepSpeed (probe/run.py)
         "replay_rl.probe.estimators", "replay_rl.probe.correlations", "replay_rl.probe.effective",
         "replay_rl.probe.status", "replay_rl.probe.recommend", "replay_rl.probe.report",
-        "replay_rl.probe.run", "replay_rl.probe.drift", "replay_rl.probe.pilot"]  # the pilot: Ray only to train
+        "replay_rl.probe.run", "replay_rl.probe.drift", "replay_rl.probe.pilot",  # the pilot: Ray only to train
+        # the study's specs and tables: --report-only runs without Ray or Tune
+        "replay_rl.study.presets", "replay_rl.study.specs", "replay_rl.study.table", "replay_rl.study.main"]
 
 
 @pytest.mark.parametrize("path", sorted(PACKAGE.rglob("*.py")), ids=lambda p: str(p.relative_to(ROOT)))
@@ -61,6 +63,13 @@ def test_only_the_learner_engine_imports_deepspeed_and_only_vllm_files_import_vl
             assert path.name.startswith("vllm"), path
 
 
+def test_only_the_study_trials_import_ray_tune():
+    """Ray Tune (an optional extra) is the study's engine and nothing else's: one module holds every use of it."""
+    for path in PACKAGE.rglob("*.py"):
+        if "ray.tune" in path.read_text() or "from ray import tune" in path.read_text():
+            assert path.relative_to(PACKAGE) == Path("study/trials.py"), path
+
+
 def test_tests_mirror_the_package():
     # tests/benchmarks and tests/cluster mirror the repository's benchmarks/ and cluster/ scripts
     for sub in (ROOT / "tests").iterdir():
@@ -72,7 +81,7 @@ def test_tests_mirror_the_package():
 # A room may import only rooms of a lower layer (or itself): the dependency runs one way, so no circle can form.
 LAYERS = {"config_errors": 0, "rollout": 0, "metrics": 0, "analysis": 1, "replay": 1, "config": 2,
           "tasks": 3, "models": 3, "sync": 3, "generation": 4, "learner": 4, "evaluation": 5, "probe": 6,
-          "driver": 7, "cli": 8}
+          "driver": 7, "study": 8, "cli": 9}
 
 
 def rooms_imported(path: Path) -> set[str]:

@@ -191,3 +191,12 @@ def plan(mu: float, alpha: float, rho: float, batch_size: int | None = None, w_o
     n = max(batch_size, round(xs * r))
     return replace(p, rollouts_per_step=r, replay_ratio_at_split=ys, x_at_split=xs, capacity=n,
                    capacity_unclamped=round(xs * r), x_at_capacity=n / r)
+
+
+def parse_ratio(text: str) -> float:
+    """A W/T split as 'W/T' (5/3) or a number (1.67), as `replay-rl plan --w-t` takes it."""
+    num, sep, den = text.partition("/")
+    try:
+        return float(num) / float(den) if sep else float(num)
+    except (ValueError, ZeroDivisionError):
+        raise ValueError(f"--w-t: expected W/T like 5/3 or a positive number (got {text!r})") from None

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import numpy as np
 
-from study_table import BASELINE, PAPER_MU
+from replay_rl.study.table import BASELINE, PAPER_MU
 
 
 def _band(ax, x_runs: list[np.ndarray], y_runs: list[np.ndarray], label: str) -> None:

@@ -1,10 +1,10 @@
 """The compute-saved study's markdown: each task's headline paragraph, the savings-over-targets table with the end
-slopes, the per-row and per-LR tables, the grid over N and the paper's findings (study_table computes them)."""
+slopes, the per-row and per-LR tables, the grid over N and the paper's findings (table.py computes them)."""
 
 from __future__ import annotations
 
 
-from study_table import PAPER_MU, fmt as _fmt
+from replay_rl.study.table import PAPER_MU, fmt as _fmt
 
 
 def n_grid_markdown(grid: dict) -> list[str]:

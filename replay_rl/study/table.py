@@ -14,7 +14,7 @@ import math
 
 import numpy as np
 
-from study_presets import PAPER_MU
+from replay_rl.study.presets import PAPER_MU
 
 from replay_rl.analysis.study import Curve, compare, end_slope, hist_mean, hist_quantile, recharge
 

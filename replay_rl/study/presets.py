@@ -1,5 +1,5 @@
 """The compute-saved study's presets: which rows (W/T split, μ, buffer size rule, overrides), learning rates, seeds
-and budgets each preset runs, per task. benchmarks/compute_saved.py runs them."""
+and budgets each preset runs, per task. `replay-rl study` runs them."""
 
 from __future__ import annotations
 

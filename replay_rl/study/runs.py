@@ -1,15 +1,20 @@
 """The compute-saved study's runs on disk: what it keeps of a finished run (`load_run`), whether a run is finished
 or finished short of a longer budget (and which runs a longer budget extends), the committed runs that
---report-only reads where the run folders are absent, and the check that every run starts from one warm model."""
+--report-only reads where the run folders are absent, the check that every run starts from one warm model, and what a
+study trial does with the folder it finds (`prepare`), so that a trial run again after its driver died is idempotent."""
 
 from __future__ import annotations
 
 import json
+import shutil
+import time
 from pathlib import Path
 
 import numpy as np
 
-from replay_rl.config import RunConfig
+from replay_rl.config import ConfigError, RunConfig
+from replay_rl.driver.checkpoints import resolve_resume
+from replay_rl.driver.run_folder import FolderLock
 from replay_rl.metrics import read_metrics
 from replay_rl.analysis.study import smooth
 from replay_rl.evaluation.warmstart import model_checksum
@@ -138,3 +143,37 @@ def extension_specs(preset: dict, specs: list, results: dict[str, list[dict]]) -
     longer = lambda c: c.model_copy(update={"run": c.run.model_copy(  # noqa: E731
         update={"steps": c.run.steps * preset["extend"], "resume_from": "auto"})})
     return [(name, seed, longer(cfg)) for name, seed, cfg in specs if (name, cfg.learner.lr) in chosen]
+
+
+class StudyStopped(RuntimeError):
+    """The study's driver was told to stop while runs were left: they resume when the same command runs again."""
+
+
+def prepare(cfg: RunConfig) -> RunConfig | None:
+    """What a study trial runs for spec `cfg`, from what its folder holds: None for a finished run (nothing to run);
+    a run finished short of the spec's steps resumes from its final checkpoint (extension_specs set resume_from);
+    a run stopped part-way (its trial or its driver killed) resumes from its own newest checkpoint if it has one,
+    else starts over in an emptied folder, as the study always did."""
+    if finished(cfg):
+        return None
+    out = Path(cfg.run.output_dir)
+    if extending(cfg) is not None or resolve_resume("auto", out) is not None:
+        return cfg.model_copy(update={"run": cfg.run.model_copy(update={"resume_from": "auto"})})
+    shutil.rmtree(out, ignore_errors=True)
+    return cfg
+
+
+def wait_for_locks(cfgs: list[RunConfig], bound_s: float = 60.0) -> None:
+    """Wait up to bound_s for the run folders of `cfgs` to be free: after a study's driver is killed, its trials'
+    workers may still be exiting with their folders' locks. One still held then is refused in one line."""
+    deadline = time.monotonic() + bound_s
+    for cfg in cfgs:
+        out = Path(cfg.run.output_dir)
+        while out.is_dir():
+            try:
+                FolderLock(out).release()
+                break
+            except ConfigError:
+                if time.monotonic() > deadline:
+                    raise
+                time.sleep(1)

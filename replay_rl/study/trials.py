@@ -1,0 +1,95 @@
+"""Each study run as a Ray Tune trial: it reserves exactly its run's shape (cluster.bundles(), as one placement
+group), its roles go into that reservation (driver/placement.py), and as many trials run side by side as the
+cluster's resources allow (max_concurrent caps it). One Tune experiment per phase under --out/_tune/PHASE: a study
+whose driver died resumes it (Tuner.restore), keeping finished trials and running the others again, each of which
+resumes or restarts its run from its folder (runs.prepare). The only module that imports ray.tune.
+
+Tune's experiment state pickles run_trial, trial_resources and trial_name by their names: renaming them breaks the
+resume of a study started before.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+from pathlib import Path
+
+from ray import tune
+
+from replay_rl.config import ConfigError, RunConfig
+from replay_rl.study.runs import load_run, prepare
+
+SPECS_FILE = "specs.json"  # beside a phase's experiment: the run folders it was created with
+
+
+def spec_of(config: dict) -> RunConfig:
+    return RunConfig.model_validate_json(config["run"]["cfg"])
+
+
+def trial_resources(config: dict) -> tune.PlacementGroupFactory:
+    """The trial's reservation: its run's bundles (driver, evaluator with a GPU, generators, learner ranks)."""
+    return tune.PlacementGroupFactory(spec_of(config).cluster.bundles(), strategy="PACK")
+
+
+def trial_name(trial) -> str:
+    return trial.config["run"]["name"]
+
+
+def run_trial(config: dict) -> None:
+    """One run, in the trial's actor (bundle 0 of its reservation): as its folder says (runs.prepare), then its
+    final numbers to Tune. A failed run raises its one line (the traceback is in the run's error.log)."""
+    from replay_rl.driver.session import describe_failure
+    from replay_rl.driver.trainer import train
+
+    spec = spec_of(config)
+    cfg = prepare(spec)
+    if cfg is not None:
+        try:
+            train(cfg)
+        except Exception as e:  # noqa: BLE001 - one line for the study's driver; the whole error goes to error.log
+            raise RuntimeError(describe_failure(e, Path(cfg.run.output_dir) / "error.log")) from None
+    run = load_run(spec)
+    tune.report({"step": run["steps"][-1], "pass@1": run["pass@1"][-1], "compute": run["compute"][-1]})
+
+
+def run_phase(phase: str, runs: list[tuple[str, RunConfig]], tune_dir: Path,
+              max_concurrent: int | None) -> dict[str, str]:
+    """Run `runs` ((trial name, spec) each) as the trials of experiment tune_dir/phase, resuming it when a driver
+    before this one started it. Returns {trial name: its one line} for the trials that failed."""
+    path = tune_dir / phase
+    trainable = tune.with_resources(run_trial, trial_resources)
+    if tune.Tuner.can_restore(path):
+        started = set(json.loads((path / SPECS_FILE).read_text()))
+        if other := sorted({cfg.run.output_dir for _, cfg in runs} - started):
+            raise ConfigError(f"{tune_dir.parent} was started with other runs (e.g. {other[0]} is new to its {phase} "
+                              "phase); rerun with the arguments it was started with, or use a new --out")
+        print(f"resumed the {phase} phase of {tune_dir.parent}: {len(started) - len(runs)} runs kept, {len(runs)} to "
+              "run again", file=sys.stderr, flush=True)
+        tuner = tune.Tuner.restore(str(path), trainable, resume_unfinished=True, restart_errored=True)
+    else:
+        path.mkdir(parents=True, exist_ok=True)
+        (path / SPECS_FILE).write_text(json.dumps([cfg.run.output_dir for _, cfg in runs], indent=1))
+        grid = [{"name": name, "cfg": cfg.model_dump_json()} for name, cfg in runs]
+        tuner = tune.Tuner(
+            trainable, param_space={"run": tune.grid_search(grid)},
+            tune_config=tune.TuneConfig(max_concurrent_trials=max_concurrent, reuse_actors=False,
+                                        trial_name_creator=trial_name, trial_dirname_creator=trial_name),
+            # no fail_fast: it would stop the other trials as finished, and a resume would then skip their runs
+            run_config=tune.RunConfig(name=phase, storage_path=str(tune_dir), verbose=0,
+                                      failure_config=tune.FailureConfig(max_failures=0, fail_fast=False)))
+    results = tuner.fit()
+    return {r.config["run"]["name"]: error_line(r.error) for r in results if r.error is not None}
+
+
+def error_line(error: BaseException) -> str:
+    """The trial's own line (run_trial's RuntimeError), not Ray's wrapping of it with the remote traceback."""
+    cause = getattr(error, "cause", None) or error
+    return (str(cause).strip().splitlines() or [type(cause).__name__])[0]
+
+
+def quiet_trials() -> None:
+    """Settings every trial inherits: runs find their folders by absolute paths, so a trial's working directory
+    stays the driver's; Tune stages a few reservations ahead, not up to 200."""
+    os.environ["RAY_CHDIR_TO_TRIAL_DIR"] = "0"
+    os.environ.setdefault("TUNE_MAX_PENDING_TRIALS_PG", "4")

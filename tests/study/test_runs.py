@@ -1,0 +1,46 @@
+"""What a study trial does with the run folder it finds (runs.prepare): a trial run again after its driver died
+keeps a finished run, extends or resumes one that can, and starts over in an emptied folder otherwise; and the
+package's countdown testbed is the repository's."""
+
+import json
+from pathlib import Path
+
+from replay_rl.config import RunConfig
+from replay_rl.driver.checkpoints import STATE_FILE
+from replay_rl.study.runs import prepare
+from replay_rl.study.specs import TASKS
+
+ROOT = Path(__file__).parents[2]
+
+
+def folder(out: Path, steps: int, *, ended: bool, checkpoint: int | None = None) -> None:
+    out.mkdir(parents=True)
+    rows = [{"step": s, "kind": "train", "time": 0.0} for s in range(1, steps + 1)]
+    (out / "metrics.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    if ended:
+        (out / "replay_stats.json").write_text("{}")
+    if checkpoint is not None:
+        (out / "checkpoints" / f"step_{checkpoint}").mkdir(parents=True)
+        (out / "checkpoints" / f"step_{checkpoint}" / STATE_FILE).write_text("{}")
+
+
+def spec(out: Path, steps: int = 4) -> RunConfig:
+    return RunConfig.load(None, [f"run.output_dir={out}", f"run.steps={steps}"])
+
+
+def test_prepare_keeps_a_finished_run_resumes_what_it_can_and_empties_a_partial_one(tmp_path):
+    folder(tmp_path / "done", 4, ended=True)
+    assert prepare(spec(tmp_path / "done")) is None
+    folder(tmp_path / "short", 4, ended=True)  # finished at 4 of a longer budget: extended from its final checkpoint
+    assert prepare(spec(tmp_path / "short", 8)).run.resume_from == "auto"
+    folder(tmp_path / "saved", 3, ended=False, checkpoint=2)  # stopped at 3, its own checkpoint at 2
+    cfg = prepare(spec(tmp_path / "saved"))
+    assert cfg.run.resume_from == "auto" and (tmp_path / "saved" / "metrics.jsonl").is_file()
+    folder(tmp_path / "partial", 3, ended=False)  # stopped with nothing to resume from: a fresh start
+    cfg = prepare(spec(tmp_path / "partial"))
+    assert cfg.run.resume_from is None and not (tmp_path / "partial").exists()
+    assert prepare(spec(tmp_path / "never")).run.output_dir == str(tmp_path / "never")
+
+
+def test_the_packaged_countdown_testbed_is_the_repositorys():
+    assert Path(TASKS["countdown"]).read_text() == (ROOT / "configs" / "tiny_cpu_countdown.yaml").read_text()
