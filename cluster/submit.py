@@ -1,6 +1,10 @@
 """Submit a replay-rl run to a Ray cluster with `ray job submit`.
 
     python cluster/submit.py --address http://HEAD:8265 --config configs/qwen2p5_7b_w5_t3.yaml [-s key=value ...]
+    python cluster/submit.py --address http://HEAD:8265 --study quick --out /shared/study [-s key=value ...]
+
+--study submits `replay-rl study` (each run a Ray Tune trial; every node needs `pip install 'replay-rl[study]'`)
+instead of one run; the same command resumes a study whose job was stopped.
 
 The config is validated here first (a bad one fails in one line before anything is sent). The repository is
 uploaded as the job's working_dir, so every actor imports this checkout's replay_rl. Ray 2.60 has token auth on:
@@ -93,8 +97,12 @@ def job_env(items: list[str], environ: dict[str, str]) -> dict[str, str]:
 def build_command(args: argparse.Namespace, working_dir: Path, env: dict[str, str]) -> list[str]:
     """The `ray job submit` command. Its runtime env (with the job's env values) goes in a file beside the package,
     readable by its owner only: on the command line `ps` would show every value to every user of the host."""
-    rel = config_in_checkout(args.config)
-    entry = ["python", "-m", "replay_rl.cli", "train", "-c", str(rel)] + [a for s in args.set for a in ("-s", s)]
+    if args.study:
+        entry = ["python", "-m", "replay_rl.cli", "study", "--preset", args.study, "--out", args.out]
+        entry += ["--max-concurrent", str(args.max_concurrent)] if args.max_concurrent else []
+    else:
+        entry = ["python", "-m", "replay_rl.cli", "train", "-c", str(config_in_checkout(args.config))]
+    entry += [a for s in args.set for a in ("-s", s)]
     spec = working_dir.parent / "runtime_env.yaml"
     spec.touch(mode=0o600)
     spec.write_text(json.dumps(runtime_env(args.pip, env, working_dir)))  # JSON is YAML
@@ -124,7 +132,10 @@ def failure_reason(args: argparse.Namespace, proc: subprocess.CompletedProcess, 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[1])
     ap.add_argument("--address", required=True, help="Ray dashboard address, e.g. http://127.0.0.1:8265")
-    ap.add_argument("--config", "-c", required=True, help="YAML config inside this repository")
+    ap.add_argument("--config", "-c", help="YAML config inside this repository (a single run)")
+    ap.add_argument("--study", metavar="PRESET", help="submit `replay-rl study --preset PRESET` instead of a run")
+    ap.add_argument("--out", help="--study's folder: absolute, on a filesystem every node shares")
+    ap.add_argument("--max-concurrent", type=int, help="--study: at most this many runs at once")
     ap.add_argument("--set", "-s", action="append", default=[], help="dotted override (repeatable)")
     ap.add_argument("--pip", action="append", default=[], help="extra pip requirement for the job (repeatable)")
     ap.add_argument("--env", action="append", default=[], help="NAME=VALUE for the job, or NAME to pass this "
@@ -134,8 +145,10 @@ def main(argv: list[str] | None = None) -> int:
     args = ap.parse_args(argv)
     env_vars = job_env(args.env, dict(os.environ))  # before anything else: a bad --env is one line
     args.submission_id = args.submission_id or f"replay-rl-{time.strftime('%Y%m%d-%H%M%S')}-{os.getpid()}"
+    if bool(args.config) == bool(args.study):
+        ap.error("give --config (a run) or --study PRESET (a study)")
     try:
-        cfg = RunConfig.load(args.config, args.set)
+        cfg = study_specs(args) if args.study else RunConfig.load(args.config, args.set)
     except ConfigError as e:
         print(f"submit: {e}", file=sys.stderr)
         return 2
@@ -145,7 +158,8 @@ def main(argv: list[str] | None = None) -> int:
                   f"checkout on the head; pass -s {field}=/absolute/path to keep it", file=sys.stderr)
     # the CLI sends the token only in token mode; it reads RAY_AUTH_TOKEN, RAY_AUTH_TOKEN_PATH or ~/.ray/auth_token
     env = {"RAY_AUTH_MODE": "token", **os.environ}
-    config_in_checkout(args.config)  # checked before anything is copied
+    if args.config:
+        config_in_checkout(args.config)  # checked before anything is copied
     with tempfile.TemporaryDirectory(prefix="replay-rl-submit-") as tmp:
         command = build_command(args, package(args.submission_id, Path(tmp)), env_vars)
         for attempt in range(AGENT_RETRIES):
@@ -160,6 +174,17 @@ def main(argv: list[str] | None = None) -> int:
         print(f"submit: job failed: {failure_reason(args, proc, env)}", file=sys.stderr)
         return 1
     return 0
+
+
+def study_specs(args: argparse.Namespace) -> RunConfig:
+    """--study's runs, built here as the study builds them (a bad preset or override fails now, in one line); the
+    first run's config, whose folders the warnings check. --out is the study's folder."""
+    from replay_rl.study.main import parse, plans_of
+
+    args.out = args.out or "runs/bench/compute_saved"
+    study = parse(["--preset", args.study, "--out", args.out, *(a for s in args.set for a in ("-s", s))])
+    first = next(iter(plans_of(study, Path(args.out)).values()))[2][0][2]
+    return first.model_copy(update={"run": first.run.model_copy(update={"output_dir": args.out})})
 
 
 if __name__ == "__main__":

@@ -65,6 +65,13 @@ def test_bad_submissions_fail_with_one_clear_line(head, warm_model, tmp_path):
     assert too_big.stderr.strip() == ("submit: job failed: cluster too small for W=10, T=2: needs 0 GPUs "
                                       "and 6.5 CPUs, the Ray cluster has 0 GPUs and 4 CPUs; lower cluster.generators / "
                                       "cluster.learners or add nodes")
+    # a study whose trials cannot all be placed is refused before any trial starts
+    study = submit(head, "--study", "mini", "--out", str(tmp_path / "study"), "-s", f"model.path={warm_model[0]}",
+                   *PLACED, "-s", "cluster.learners=4")
+    assert study.returncode == 1
+    assert study.stderr.strip() == ("submit: job failed: cluster.learner_resources: 4 × learner_node=1 but the Ray "
+                                    "cluster offers 2 learner_node; start nodes with `ray start --resources="
+                                    "'{\"learner_node\": N}'` or change cluster.learner_resources")
 
 
 def readme_stock_submit_line() -> str:
@@ -106,6 +113,63 @@ def test_the_readme_stock_ray_job_submit_line_works_as_written(head, warm_model,
     # the learner group's rendezvous spans two nodes, and weights crossed from them to the generators' node
     assert len({r["node_id"] for r in ranks}) == 2 and not {r["node_id"] for r in ranks} & {g["node_id"] for g in generators}
     assert rows[-1]["ledger/generator_version_min"] >= 1, rows[-1]
+
+
+def study_folders(out: Path) -> dict[str, Path]:
+    """The mini study's run folders that have started, by row/lr."""
+    return {f"{f.parent.parent.name}/{f.parent.name}": f for f in sorted(out.glob("arithmetic/*/lr*/seed0"))
+            if (f / "metrics.jsonl").is_file()}
+
+
+def test_a_mini_study_runs_two_trials_at_once_and_resumes_after_its_driver_is_killed(head, warm_model, tmp_path):
+    # two trials fit at once on this cluster: each reserves a learner_node, and the cluster offers two
+    out, model = tmp_path / "study", warm_model[0]
+    line = submit_command(head, "--study", "mini", "--out", str(out), "-s", f"model.path={model}", *PLACED,
+                          "-s", "run.stall_timeout_s=300")  # the box is loaded: two runs share its 2 cores
+    t0 = time.monotonic()
+    job = subprocess.Popen(line, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    ended = lambda: [n for n, f in study_folders(out).items() if (f / "replay_stats.json").is_file()]  # noqa: E731
+    try:  # the driver is killed as the first run finishes (a mini run trains its steps in about a second)
+        while not ended() and job.poll() is None and time.monotonic() - t0 < 600:
+            time.sleep(0.1)
+        assert ended(), job.communicate(timeout=60)[0][-3000:]
+        os.kill(json.loads((out / "_tune" / "driver.json").read_text())["pid"], 9)
+        first = job.communicate(timeout=120)[0]
+    finally:
+        if job.poll() is None:
+            job.kill()
+    assert job.returncode == 1, first[-3000:]
+    kept = {n: ((f / "run.json").read_text(), (f / "metrics.jsonl").read_text())
+            for n, f in study_folders(out).items() if n in ended()}
+    assert len(kept) < 4, kept  # killed mid-phase
+    again = subprocess.run(line, capture_output=True, text=True, timeout=900)
+    print(f"mini study on loopback, killed with {len(kept)} runs finished and resumed: "
+          f"{(time.monotonic() - t0) / 60:.1f} min", file=sys.stderr)
+    assert again.returncode == 0, again.stdout[-3000:] + again.stderr[-2000:]
+    assert f"resumed the base phase of {out}: {len(kept)} runs kept, {4 - len(kept)} to run again" in again.stdout
+    assert "extended from step 12)" in again.stdout and "extended from step 28)" in again.stdout
+    folders = study_folders(out)
+    for name, (run_id, rows) in kept.items():  # the finished runs were kept as they were, or extended past their end
+        assert (folders[name] / "run.json").read_text() == run_id
+        assert (folders[name] / "metrics.jsonl").read_text().startswith(rows)
+    for name, f in folders.items():
+        rows = read_metrics(f / "metrics.jsonl", "train")
+        assert [r["step"] for r in rows] == list(range(1, rows[-1]["step"] + 1)), name  # each step once
+        # every role in its trial's reservation: the generator on the head, the learner rank on a worker
+        where = json.loads((f / "placement.json").read_text())
+        assert len({p["placement_group"] for p in where.values()} - {None}) == 1, where
+        assert "generator_node" in where["generator 0"]["node_resources"], where
+        assert "learner_node" in where["learner rank 0"]["node_resources"], where
+    # two trials ran at the same time (each reports once, as its run ends), in reservations of their own
+    for phase in ("base", "extend"):
+        ends = [json.loads(r.read_text().splitlines()[-1]) for r in (out / "_tune" / phase).glob("*/result.json")]
+        spans = [(r["timestamp"] - r["time_total_s"], r["timestamp"]) for r in ends]
+        assert any(a[0] + 1 < b[1] and b[0] + 1 < a[1] for i, a in enumerate(spans) for b in spans[i + 1:]), spans
+    ids = [json.loads((f / "placement.json").read_text())["generator 0"]["placement_group"] for f in folders.values()]
+    assert len(set(ids)) == len(ids)
+    from tests.study.mini import check_mini_study, check_report_only
+
+    check_report_only(out, check_mini_study(out), tmp_path, model)
 
 
 def loss_settings(out: Path, steps: int, every: int, node_wait_s: int, model: str, placed: list[str]) -> list[str]:
