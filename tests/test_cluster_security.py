@@ -57,8 +57,8 @@ def test_an_env_without_a_value_takes_it_from_the_environment_and_never_reaches_
     env = submit.job_env(["HF_TOKEN", "MODE=fast"], {"HF_TOKEN": "s3cret"})
     assert env == {"HF_TOKEN": "s3cret", "MODE": "fast"}
     (tmp_path / "checkout").mkdir()
-    args = Namespace(config=str(ROOT / "configs" / "tiny_cpu.yaml"), set=[], pip=[], address="http://127.0.0.1:1",
-                     submission_id="s1", no_wait=True)
+    args = Namespace(config=str(ROOT / "configs" / "tiny_cpu.yaml"), study=None, set=[], pip=[],
+                     address="http://127.0.0.1:1", submission_id="s1", no_wait=True)
     command = submit.build_command(args, tmp_path / "checkout", env)
     assert not any("s3cret" in part for part in command)
     spec = Path(command[command.index("--runtime-env") + 1])
