@@ -154,6 +154,7 @@ class StandInLearners(LearnerGroup):
     def __init__(self, cfg: RunConfig, shards: list, boards: tuple, step_s: float) -> None:
         self.cfg = cfg
         self.pg = placement_group([{"CPU": 0.01}] * len(shards), strategy="PACK")
+        self.owns_pg = True  # LearnerGroup.shutdown removes it
         ray.get(self.pg.ready())
         self.ranks = [StandInRank.options(scheduling_strategy=PlacementGroupSchedulingStrategy(self.pg, i)).remote(
             i, shard, boards, cfg.rank_batch_size, step_s) for i, shard in enumerate(shards)]
