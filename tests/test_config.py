@@ -61,6 +61,8 @@ def test_dotted_overrides_and_derived_properties():
     (["generation.backend.type=sglang"], "generation.backend", "tag"),
     (["generation.backend.type=vllm", "cluster.gpus_per_generator=2"], "cluster.gpus_per_generator",
      "one engine on one GPU"),
+    (["generation.backend.type=vllm", "cluster.gpus_per_generator=0.5", "cluster.gpus_per_learner=0.5"],
+     "generation.backend.gpu_memory_utilization", "0.85 of the GPU, but the generator has 0.5 of it"),
     (["model.tiny.hidden_size=102"], "model.tiny", "divide"),
 ])
 def test_bad_values_name_the_field(overrides, field, words):

@@ -71,6 +71,10 @@ class RunConfig(_Section):
             # a fraction shares one GPU with a learner (Ray gives both the same device), as colocated setups do
             raise ValueError("cluster.gpus_per_generator: the vllm backend runs one engine on one GPU; use 1, a "
                              "fraction to share a GPU (with generation.backend.gpu_memory_utilization to fit), or 0 on CPU")
+        if self.generation.backend.type == "vllm" and 0 < c.gpus_per_generator < 1 < \
+                self.generation.backend.gpu_memory_utilization / c.gpus_per_generator:
+            raise ValueError(f"generation.backend.gpu_memory_utilization: {self.generation.backend.gpu_memory_utilization:g} "
+                             f"of the GPU, but the generator has {c.gpus_per_generator:g} of it; use at most that")
         return self
 
     # derived quantities: properties, never copied into other sections

@@ -49,6 +49,8 @@ def run_study(plans: dict, out: Path, max_concurrent: int | None, progress: Prog
         cap = max_concurrent or (1 if owns else None)  # one at a time on the local box; else what the cluster holds
         progress.i = sum(finished(cfg) for *_, cfg in specs)
         failed = phase("base", specs, tune_dir, cap, progress)
+        if failed:  # the extension's LRs are chosen from every base run: not from some, which a rerun would change
+            return reports(plans, progress, dest), failed
         longer = []
         for task, (preset, _, task_specs) in plans.items():
             results = collect(task_specs, progress, task)
@@ -58,11 +60,15 @@ def run_study(plans: dict, out: Path, max_concurrent: int | None, progress: Prog
         progress.left += sum(not finished(cfg) for *_, cfg in longer)
         progress.i += sum(finished(cfg) for *_, cfg in longer)
         failed += phase("extend", longer, tune_dir, cap, progress)
-        progress.i = 0  # the reports count nothing
-        return {task: report_one(task, plan, progress, dest / task) for task, plan in plans.items()}, failed
+        return reports(plans, progress, dest), failed
     finally:
         disconnect(owns, {})
         os.close(lock)
+
+
+def reports(plans: dict, progress: Progress, dest: Path) -> dict:
+    progress.i = 0  # the reports count nothing
+    return {task: report_one(task, plan, progress, dest / task) for task, plan in plans.items()}
 
 
 def phase(name: str, specs: list, tune_dir: Path, cap: int | None, progress: Progress) -> list[str]:
