@@ -17,6 +17,10 @@ class WeightPublisher(Protocol):
         """buckets: the plan's tensors, one list per bucket, produced lazily (each is packed before the next)."""
 
 
+class WeightsGone(RuntimeError):
+    """A published version's bytes were no longer there when a subscriber fetched them."""
+
+
 class WeightSubscriber(Protocol):
     def latest(self) -> WeightHandle | None:
         """The board's handle now (one round trip)."""
@@ -57,5 +61,15 @@ def load_if_newer(subscriber: WeightSubscriber, backend, handle: WeightHandle | 
     handle = handle if handle is not None else subscriber.newer(backend.version)
     if handle is None or handle.version <= backend.version:
         return None
-    backend.load_weights(subscriber.fetch(handle), handle.version)
-    return handle
+    while True:
+        try:
+            backend.load_weights(subscriber.fetch(handle), handle.version)
+            return handle
+        except WeightsGone:
+            # its bytes were released before they were read (seen once in a resumed study trial: Ray's ref counting
+            # lost a borrowed ref, cf. ray#18456): load the board's newest instead, every tensor of it, so a
+            # backend that loaded part of the lost version holds one whole version after
+            newest = subscriber.latest()
+            if newest is None or newest.version <= handle.version:
+                raise
+            handle = newest

@@ -10,7 +10,7 @@ from typing import Iterable, Iterator
 import ray
 import torch
 
-from replay_rl.sync.base import send_buckets
+from replay_rl.sync.base import WeightsGone, send_buckets
 from replay_rl.sync.buckets import as_bytes, from_bytes, plan_bytes
 from replay_rl.sync.plan import Bucket, WeightHandle
 
@@ -62,5 +62,8 @@ class ObjectStoreSubscriber:
         for bucket, ref in zip(handle.plan, handle.payload):
             with warnings.catch_warnings():
                 warnings.simplefilter("ignore", UserWarning)  # torch warns that the mapped arrays are read-only
-                parts = [torch.from_numpy(a) for a in ray.get(ref)]
+                try:
+                    parts = [torch.from_numpy(a) for a in ray.get(ref)]
+                except ray.exceptions.ObjectLostError as e:  # freed, its owner dead, or its ref count lost
+                    raise WeightsGone(f"weights version {handle.version}: {type(e).__name__}") from e
             yield from from_bytes(bucket, parts)
