@@ -66,15 +66,24 @@ class ClusterConfig(_Section):
     """Pace and account this run as the paper's cost model of a W/T GPU cluster (see EmulatedClusterConfig).
     None: generators run free and compute is whatever the hardware spends."""
 
-    def bundles(self) -> list[dict[str, float]]:
-        """The run's shape as placement-group bundles, the one definition of what a run reserves: 0 the run's driver
-        (with the replay shards, weight boards, reports, and the evaluator when it has no GPU); 1 the evaluator
-        when gpus_per_evaluator > 0; then one bundle per generator, then one per learner rank. Zero amounts are
-        left out (as Ray Tune drops them); every bundle keeps MIN_CPU."""
+    def role_bundles(self) -> list[tuple[str, dict[str, float]]]:
+        """The run's shape as placement-group bundles, each with the role it holds: the one definition of what a run
+        reserves and where each role goes in it. "driver": the run's driver (with the replay shards, weight boards,
+        reports, and the evaluator when it has no GPU); "evaluator" when gpus_per_evaluator > 0; one "generator"
+        each; one "learner" a rank. Zero amounts are left out (as Ray Tune drops them); every bundle keeps MIN_CPU."""
         cpu = max(self.cpus_per_actor, MIN_CPU)
-        head = [bundle(cpu)] + ([bundle(MIN_CPU, self.gpus_per_evaluator)] if self.gpus_per_evaluator else [])
-        return (head + [bundle(cpu, self.gpus_per_generator, self.generator_resources)] * self.generators
-                + [bundle(cpu, self.gpus_per_learner, self.learner_resources)] * self.learners)
+        evaluator = [("evaluator", bundle(MIN_CPU, self.gpus_per_evaluator))] if self.gpus_per_evaluator else []
+        return ([("driver", bundle(cpu))] + evaluator
+                + [("generator", bundle(cpu, self.gpus_per_generator, self.generator_resources))] * self.generators
+                + [("learner", bundle(cpu, self.gpus_per_learner, self.learner_resources))] * self.learners)
+
+    def bundles(self) -> list[dict[str, float]]:
+        """role_bundles() without the roles: what a run reserves."""
+        return [b for _, b in self.role_bundles()]
+
+    def first_bundle(self, role: str) -> int:
+        """The index of `role`'s first bundle in bundles()."""
+        return [r for r, _ in self.role_bundles()].index(role)
 
 
 def bundle(cpus: float, gpus: float = 0, custom: dict[str, float] | None = None) -> dict[str, float]:

@@ -2,9 +2,9 @@
 study trial's placement group, built from cluster.bundles()), each role into its own bundle, so that runs side by
 side never take each other's CPUs or GPUs.
 
-The bundles are cluster.bundles()'s layout: 0 the run's driver (the trial actor), with the replay shards, weight
-boards and reports, and the evaluator when it has no GPU; 1 the evaluator when cluster.gpus_per_evaluator > 0; then
-one per generator, then one per learner rank.
+The bundles are cluster.role_bundles()'s layout: the run's driver (the trial actor), with the replay shards, weight
+boards and reports, and the evaluator when it has no GPU; the evaluator when cluster.gpus_per_evaluator > 0; one
+per generator; one per learner rank.
 """
 
 from __future__ import annotations
@@ -33,22 +33,20 @@ class Placement:
         return self._bundle(0)
 
     def evaluator(self):
-        return self._bundle(1) if self.pg is not None and self.cluster.gpus_per_evaluator else self.here()
+        if self.pg is None or not self.cluster.gpus_per_evaluator:
+            return self.here()
+        return self._bundle(self.cluster.first_bundle("evaluator"))
 
     def generator(self, i: int):
         """Generator i's bundle; None outside a reservation (Ray places it by its resources)."""
-        return None if self.pg is None else self._bundle(self._first_generator + i)
+        return None if self.pg is None else self._bundle(self.cluster.first_bundle("generator") + i)
 
     def learner_bundles(self) -> tuple[PlacementGroup, list[int]] | None:
         """(the reservation, the learner ranks' bundle indices) for LearnerGroup; None: it makes a group of its own."""
         if self.pg is None:
             return None
-        first = self._first_generator + self.cluster.generators
+        first = self.cluster.first_bundle("learner")
         return self.pg, list(range(first, first + self.cluster.learners))
-
-    @property
-    def _first_generator(self) -> int:
-        return 2 if self.cluster.gpus_per_evaluator else 1
 
     def _bundle(self, index: int) -> PlacementGroupSchedulingStrategy:
         return PlacementGroupSchedulingStrategy(self.pg, index, placement_group_capture_child_tasks=True)

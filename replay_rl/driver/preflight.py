@@ -113,6 +113,10 @@ def check_fits(cfg: RunConfig, resources: dict[str, float]) -> None:
                                   f"'{{\"{name}\": N}}'` or change cluster.{field}")
 
 
+ROLE_NAMES = {"driver": "the run's driver", "evaluator": "the evaluator", "generator": "a generator",
+              "learner": "a learner rank"}  # cluster.role_bundles()'s roles, in a sentence
+
+
 def check_placeable(cfg: RunConfig, nodes: list[dict]) -> None:
     """Whether a study trial of this run's shape can ever be placed on the cluster of `nodes` (ray.nodes()): the
     totals (check_fits), each bundle of cluster.bundles() within one alive node (else Tune would leave the trial
@@ -124,13 +128,12 @@ def check_placeable(cfg: RunConfig, nodes: list[dict]) -> None:
             totals[key] = totals.get(key, 0) + amount
     check_fits(cfg, totals)
     c = cfg.cluster
-    roles = ["the run's driver"] + ["the evaluator"] * (c.gpus_per_evaluator > 0) + ["a generator"] * c.generators
-    for role, bundle in zip(roles + ["a learner rank"] * c.learners, c.bundles()):
+    for role, bundle in c.role_bundles():
         if not any(all(offer.get(k, 0) >= v for k, v in bundle.items()) for offer in alive):
             custom = [k for k in bundle if k not in ("CPU", "GPU")]
             near = [offer for offer in alive if all(offer.get(k, 0) >= bundle[k] for k in custom)] or alive
             most = {k: max(offer.get(k, 0) for offer in near) for k in bundle}
-            raise ConfigError(f"{role}'s bundle {bundle} fits no node of the Ray cluster (its nodes"
+            raise ConfigError(f"{ROLE_NAMES[role]}'s bundle {bundle} fits no node of the Ray cluster (its nodes"
                               f"{' offering ' + ', '.join(custom) if custom else ''} offer at most {most}); lower "
                               "cluster.cpus_per_actor or the GPUs or resources it asks for, or add a node that holds it")
     if totals.get("GPU", 0) and not c.gpus_per_evaluator:
