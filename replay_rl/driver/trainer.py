@@ -137,13 +137,16 @@ def run_roles(cfg: RunConfig, model_path: str, resume: Path | None, restarts: in
             if cfg.run.rollout_budget and ledger.k_inf >= cfg.run.rollout_budget:
                 break
         log_evals(roles.finished_evals(wait=True))
-        # the buffer's whole age / reuse / since-last-use histograms, for the benchmark's distributions
-        (out / "replay_stats.json").write_text(json.dumps(replay.__dict__ | {"replay_ratio": replay.replay_ratio}))
         # the end state: resumable (a longer rerun extends it), and its hf_model/ is this run's trained model
         final = final_checkpoint(roles, out, step, ledger, run_id, saved)
         sink.close()  # every row on disk before the pictures read them
+        model = link_final_model(out, final)
+        # the buffer's whole age / reuse / since-last-use histograms; written after the rest, as the mark of a finished
+        # run that a study and the probe's pilot read (a study killed between it and the final checkpoint started the
+        # run's extension over)
+        (out / "replay_stats.json").write_text(json.dumps(replay.__dict__ | {"replay_ratio": replay.replay_ratio}))
         write_report([out], out / "plots")
-        return record | {"step": step, "output_dir": str(out), "final_model": str(link_final_model(out, final))}
+        return record | {"step": step, "output_dir": str(out), "final_model": str(model)}
     except (RayActorError, ObjectLostError) as e:  # a role died outside the step's handling (the generator reports)
         if roles is None:
             raise
