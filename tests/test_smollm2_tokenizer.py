@@ -121,8 +121,10 @@ def test_chunked_logprobs_match_the_full_head_at_the_real_vocabulary(tok, temper
     exact, full, chunked = out[None, torch.float64], out[None, torch.float32], out[7, torch.float32]
     assert exact[0][mask].std() > 1.0  # a spread of log-probs, not a uniform head
     # at 49k terms per log-sum-exp, fp32 chunked and unchunked differ by summation order (seen: 4.6e-5 on a
-    # log-prob of ~-12), so both are held to the fp64 result: chunking adds no error beyond fp32's own
+    # log-prob of ~-12), so both are held to the fp64 result: chunking adds no error beyond fp32's own. fp32's own
+    # depends on the CPU's kernels: 1.6e-5 relative on the entropy at T=0.7 on an AMD EPYC (AVX-512), under 1e-5 on
+    # the Intel Xeon where this was written, so the absolute bound is fp32's scale, not one machine's result
     for name, e, f, c in zip(("logp", "entropy", "grad hidden", "grad head"), exact, full, chunked):
         scale = e.abs().max()
         err_full, err_chunked = (f - e).abs().max() / scale, (c - e).abs().max() / scale
-        assert err_chunked < 1e-5 and err_chunked < 3 * err_full + 1e-7, (name, err_full, err_chunked)
+        assert err_chunked < 1e-4 and err_chunked < 3 * err_full + 1e-7, (name, err_full, err_chunked)
