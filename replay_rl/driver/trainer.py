@@ -26,6 +26,7 @@ from replay_rl.driver.run_folder import FolderLock, final_checkpoint, latest_own
 from replay_rl.driver.session import connect, disconnect, stop_on_signals
 from replay_rl.driver.supervision import death_of
 from replay_rl.driver.trackers import make_trackers
+from replay_rl.driver.weight_checks import WeightChecks
 from replay_rl.evaluation.warmstart import ensure_model
 from replay_rl.learner.group import LearnerStartTimeout
 from replay_rl.metrics import MetricsSink, namespaced, row_at
@@ -116,6 +117,7 @@ def run_roles(cfg: RunConfig, model_path: str, resume: Path | None, restarts: in
         elif eval_lost(cfg, kept, start):
             log_evals(roles.start_eval(start, namespaced("ledger", ledger.summary())))
         roles.start_generators()
+        weight_checks = WeightChecks(cfg, out)
         step, saved = start, resume
         replay = roles.replay_stats()
         for step in range(start + 1, cfg.run.steps + 1):
@@ -124,8 +126,10 @@ def run_roles(cfg: RunConfig, model_path: str, resume: Path | None, restarts: in
             roles.supervisor.check_generators()
             replay = roles.replay_stats()
             roles.update(ledger, replay, metrics, sync, wall_s=time.perf_counter() - t0)
+            checked = weight_checks.observe(roles.generator_stats())          # generators hold the published weights
             record = merge_disjoint(namespaced("batch", metrics), namespaced("buffer", replay.summary()),
-                                    namespaced("ledger", ledger.summary()), namespaced("sync", sync or {}))
+                                    namespaced("ledger", ledger.summary()), namespaced("sync", sync or {}),
+                                    namespaced("weight_check", checked))
             sink.log(step, "train", record)
             log_evals(roles.finished_evals())                                 # evals run beside training
             if step % cfg.run.eval_every == 0 or step == cfg.run.steps:

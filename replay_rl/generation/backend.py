@@ -37,6 +37,9 @@ class GenerationBackend(Protocol):
     # on_step: called between decoding steps by backends that can swap weights mid-generation (vllm); it may call
     # load_weights. Backends that cannot (transformers) ignore it and update between calls only.
     def load_weights(self, named_tensors: Iterable[tuple[str, "object"]], version: int) -> None: ...
+    def score(self, sequences: Sequence[np.ndarray]) -> list[np.ndarray]: ...
+    # log-probs of tokens 1..L−1 of each sequence under the weights loaded, raw (temperature 1, no nucleus): the
+    # weight-path check (sync/weight_check.py). Not called while a generate call is in flight.
     def tokens_generated(self) -> int: ...
 
 

@@ -8,12 +8,13 @@ from replay_rl.generation.backend import GenerationBackend
 
 
 def make_backend(gen: GenerationConfig, model: ModelConfig, model_path: str, device: str = "cpu", *,
-                 bucket_mb: float) -> GenerationBackend:
-    """bucket_mb: sync.bucket_mb, the most weight bytes a backend that serialises weights handles at once."""
+                 bucket_mb: float, seed: int = 0) -> GenerationBackend:
+    """bucket_mb: sync.bucket_mb, the most weight bytes a backend that serialises weights handles at once. seed: the
+    sampler's (transformers draws from torch's global generator, which the generator seeds itself)."""
     match gen.backend.type:
         case "transformers":
             from replay_rl.generation.hf import HFBackend
             return HFBackend(model_path, model.dtype, device)
         case "vllm":
             from replay_rl.generation.vllm import VLLMBackend
-            return VLLMBackend(model_path, model.dtype, gen.backend, int(bucket_mb * 2**20))
+            return VLLMBackend(model_path, model.dtype, gen.backend, int(bucket_mb * 2**20), seed)

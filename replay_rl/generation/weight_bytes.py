@@ -59,3 +59,9 @@ def from_safetensors(data) -> dict[str, torch.Tensor]:
                 torch.empty(0, dtype=dtype)
             out[name] = flat.reshape(spec["shape"])
     return out
+
+
+def digest_input(width: int, dtype):
+    """The fixed input the weight digest feeds every linear layer of a given width (vllm_worker.weight_digest); the
+    test builds the same one to compute x·Wᵀ from the learner's tensors."""
+    return torch.randn(4, width, generator=torch.Generator().manual_seed(width), dtype=torch.float32).to(dtype)

@@ -23,6 +23,7 @@ from replay_rl.learner.logprobs import final_hidden_states, token_logprobs
 from replay_rl.learner.losses import LearnerInputs, make_loss
 from replay_rl.learner.optimizer import make_optimizer
 from replay_rl.models.hf_folder import load_model, load_tokenizer, save_model_folder
+from replay_rl.models.scoring import sequence_logprobs
 from replay_rl.rollout import RolloutBatch
 from replay_rl.sync.plan import Bucket, plan_buckets
 
@@ -181,6 +182,16 @@ class LearnerEngine:
                         else contextlib.nullcontext())
             with gathered:
                 yield [p.detach() for p in group] if self.rank == 0 else None
+
+    def probe_logprobs(self, sequences: list[np.ndarray]) -> list[np.ndarray]:
+        """The weight-path check's reference: log-probs of the probe set under the weights now held, in the dtype
+        they are published in (a forward: under ZeRO-3 every rank must call it)."""
+        module, training = self.engine.module, self.engine.module.training
+        module.eval()
+        try:
+            return sequence_logprobs(module, sequences, self.pad_id)
+        finally:
+            module.train(training)
 
     # ------------------------------------------------------------------ checkpoints
     def save(self, path: str, tag: str) -> None:

@@ -15,10 +15,12 @@ import ray
 
 from replay_rl.config import RunConfig
 from replay_rl.learner.engine import LearnerEngine
+from replay_rl.models.hf_folder import load_tokenizer
 from replay_rl.replay.client import ShardDraws
 from replay_rl.rollout import RolloutBatch
 from replay_rl.sync.factory import make_weight_sync
 from replay_rl.sync.object_store import ObjectStorePublisher
+from replay_rl.tasks.weight_probe import weight_probe
 
 
 class LearnerRankImpl:
@@ -28,6 +30,8 @@ class LearnerRankImpl:
         self.draws = ShardDraws(shard, cfg.rank_batch_size)
         self.publisher = make_weight_sync(cfg.sync, "publisher", board)
         self.eval_publisher = ObjectStorePublisher(eval_board)  # the evaluator always reads the object store
+        self.probe = (weight_probe(cfg.task, cfg.model.chat_template, load_tokenizer(model_path))
+                      if cfg.sync.weight_check else None)
 
     # the engine's own calls, which LearnerGroup makes on each rank
     def setup(self, master_addr: str, master_port: int) -> None:
@@ -75,16 +79,20 @@ class LearnerRankImpl:
         rank joins each bucket's gather, otherwise the other ranks do nothing. Rank 0 returns version, bytes and
         seconds: the whole publish, and its gather and send phases."""
         t0 = time.perf_counter()
+        # the generators' proof that they load these weights (sync/weight_check.py); a forward, so all ranks under ZeRO-3
+        probe = (self.engine.probe_logprobs(self.probe) if self.probe is not None and not for_eval and
+                 (self.rank == 0 or self.cfg.learner.zero_stage == 3) else None)
         if self.rank != 0:
             if self.cfg.learner.zero_stage == 3:
                 for _ in self.engine.bucket_tensors(self.engine.weight_plan):
                     pass
             return None
         plan = self.engine.weight_plan
+        probe_s = time.perf_counter() - t0
         handle = (self.eval_publisher if for_eval else self.publisher).publish(plan, self.engine.bucket_tensors(plan),
-                                                                                version)
+                                                                                version, probe)
         return {"version": handle.version, "publish_bytes": handle.nbytes, "publish_s": time.perf_counter() - t0,
-                "publish_gather_s": handle.gather_s, "publish_send_s": handle.send_s}
+                "publish_gather_s": handle.gather_s, "publish_send_s": handle.send_s, "publish_probe_s": probe_s}
 
 
 LearnerRank = ray.remote(max_restarts=0)(LearnerRankImpl)

@@ -13,8 +13,10 @@ from replay_rl.sync.plan import Bucket, WeightHandle, plan_buckets
 
 
 class WeightPublisher(Protocol):
-    def publish(self, plan: list[Bucket], buckets: Iterable[list[torch.Tensor]], version: int) -> WeightHandle:
-        """buckets: the plan's tensors, one list per bucket, produced lazily (each is packed before the next)."""
+    def publish(self, plan: list[Bucket], buckets: Iterable[list[torch.Tensor]], version: int,
+                probe: Any = None) -> WeightHandle:
+        """buckets: the plan's tensors, one list per bucket, produced lazily (each is packed before the next).
+        probe: the learner's log-probs of the weight-check probe set, handed to subscribers with the version."""
 
 
 class WeightsGone(RuntimeError):

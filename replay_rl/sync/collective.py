@@ -81,9 +81,11 @@ class CollectivePublisher:
     def group(self) -> BroadcastGroup:
         return self.seat.group
 
-    def publish(self, plan: list[Bucket], buckets: Iterable[list[torch.Tensor]], version: int) -> WeightHandle:
+    def publish(self, plan: list[Bucket], buckets: Iterable[list[torch.Tensor]], version: int,
+                probe=None) -> WeightHandle:
         """Double-buffered: bucket k+1 is packed while bucket k is on the wire (at most 2 packed buckets)."""
-        ray.get(self.board.set.remote(WeightHandle(version, plan_bytes(plan), plan, None)))  # announce, then send
+        announced = WeightHandle(version, plan_bytes(plan), plan, None, probe=probe)
+        ray.get(self.board.set.remote(announced))  # announce, then send
         in_flight: list = []
 
         def send(bucket: Bucket, tensors: list[torch.Tensor]) -> None:
@@ -95,7 +97,7 @@ class CollectivePublisher:
                 self.group.wait(in_flight.pop()[0])
 
         _, gather_s, send_s = send_buckets(plan, buckets, send)
-        return WeightHandle(version, plan_bytes(plan), plan, None, gather_s, send_s)
+        return WeightHandle(version, plan_bytes(plan), plan, None, gather_s, send_s, probe)
 
 
 class CollectiveSubscriber:

@@ -37,12 +37,13 @@ class ObjectStorePublisher:
     def __init__(self, board) -> None:
         self.board = board
 
-    def publish(self, plan: list[Bucket], buckets: Iterable[list[torch.Tensor]], version: int) -> WeightHandle:
+    def publish(self, plan: list[Bucket], buckets: Iterable[list[torch.Tensor]], version: int,
+                probe=None) -> WeightHandle:
         ray.get(self.board.release.remote())
         # numpy, not torch: Ray stores numpy arrays out of band (one copy into the store) and a get maps them
         refs, gather_s, send_s = send_buckets(
             plan, buckets, lambda bucket, tensors: ray.put([t.numpy() for t in as_bytes(bucket, tensors)]))
-        handle = WeightHandle(version, plan_bytes(plan), plan, refs, gather_s, send_s)
+        handle = WeightHandle(version, plan_bytes(plan), plan, refs, gather_s, send_s, probe)
         ray.get(self.board.set.remote(handle))
         return handle
 
