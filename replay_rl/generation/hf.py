@@ -6,7 +6,7 @@ from typing import Callable, Iterable, Sequence
 
 import numpy as np
 import torch
-from transformers import LogitsProcessorList, TemperatureLogitsWarper, TopPLogitsWarper
+from transformers import GenerationConfig, LogitsProcessorList, TemperatureLogitsWarper, TopPLogitsWarper
 
 from replay_rl.generation.backend import Completion, SamplingParams, truncate_at_eos
 from replay_rl.models.hf_folder import load_model, load_tokenizer
@@ -45,6 +45,9 @@ class HFBackend:
         self.device = torch.device(device)
         self.model = load_model(model_path, dtype).to(self.device).eval()
         tok = load_tokenizer(model_path)
+        # nothing from the model's generation_config.json (a top_k, a repetition penalty, another EOS): HF merges it
+        # into every generate call's unset fields, and the learner's π_θ reproduces temperature and top-p only
+        self.model.generation_config = GenerationConfig(pad_token_id=tok.pad_token_id, eos_token_id=tok.eos_token_id)
         self.pad_id, self.eos_id = tok.pad_token_id, tok.eos_token_id
         self.version = 0
         self._tokens = 0
@@ -69,6 +72,7 @@ class HFBackend:
         out = self.model.generate(
             input_ids=ids.to(self.device), attention_mask=mask.to(self.device), max_new_tokens=params.max_new_tokens,
             do_sample=not greedy, temperature=None if greedy else 1.0, top_p=None if greedy else 1.0, top_k=None,
+            min_p=None, typical_p=None, repetition_penalty=None, epsilon_cutoff=None, eta_cutoff=None,
             num_return_sequences=params.n, logits_processor=LogitsProcessorList([*warpers, recorder]),
             pad_token_id=self.pad_id, eos_token_id=self.eos_id,
         )

@@ -22,12 +22,15 @@ from replay_rl.generation.weight_bytes import to_safetensors
 from replay_rl.rollout import FINISH_LENGTH, FINISH_STOP
 
 EXTENSION = "replay_rl.generation.vllm_worker.WeightLoaderExtension"
+# samplers the learner does not reproduce, off by name rather than left to vLLM's defaults
+NEUTRAL = {"top_k": 0, "min_p": 0.0, "repetition_penalty": 1.0, "presence_penalty": 0.0, "frequency_penalty": 0.0}
 
 
 def to_vllm_request(prompts: Sequence[np.ndarray], params: SamplingParams) -> tuple[list[dict], dict]:
-    """Token prompts and SamplingParams kwargs. logprobs=0 returns the sampled token's log-prob only."""
+    """Token prompts and SamplingParams kwargs. logprobs=0 returns the sampled token's log-prob only. Every sampler
+    but temperature and top-p is set off by name (the learner's π_θ reproduces those two only)."""
     kwargs = {"n": params.n, "temperature": params.temperature, "top_p": params.top_p if params.temperature else 1.0,
-              "max_tokens": params.max_new_tokens, "logprobs": 0}
+              "max_tokens": params.max_new_tokens, "logprobs": 0, **NEUTRAL}
     return [{"prompt_token_ids": [int(t) for t in p]} for p in prompts], kwargs
 
 
@@ -54,8 +57,10 @@ class VLLMBackend:
         # processed_logprobs: the log-prob after temperature and top-p, as the transformers backend stores it
         self._llm = LLM(model=model_path, dtype=dtype, enforce_eager=cfg.enforce_eager,
                         gpu_memory_utilization=cfg.gpu_memory_utilization, worker_extension_cls=EXTENSION, seed=seed,
-                        enable_prefix_caching=cfg.enable_prefix_caching,
-                        logprobs_mode="processed_logprobs")
+                        enable_prefix_caching=cfg.enable_prefix_caching, logprobs_mode="processed_logprobs",
+                        # not the model's generation_config.json: its sampling defaults or extra stop tokens would
+                        # make vLLM sample other than the transformers backend and the learner's π_θ assume
+                        generation_config="vllm")
         self.version, self.bucket_bytes = 0, bucket_bytes
         self._tokens = 0
         self._requests = 0
