@@ -65,8 +65,9 @@ def skipped(folder: str, names: list[str]) -> set[str]:
 
 def runtime_env(pip: list[str], env: dict[str, str], working_dir: Path = ROOT) -> dict:
     out = {"working_dir": str(working_dir), "excludes": EXCLUDES,
-           "env_vars": {"HF_HUB_OFFLINE": "1", "HF_HUB_DISABLE_PROGRESS_BARS": "1", "TOKENIZERS_PARALLELISM": "false",
-                        **env}}
+           # the hub as the cluster's environment says (a hub id in model.path loads through each node's HF cache);
+           # an air-gapped cluster adds HF_HUB_OFFLINE=1 to env
+           "env_vars": {"HF_HUB_DISABLE_PROGRESS_BARS": "1", "TOKENIZERS_PARALLELISM": "false", **env}}
     if pip:
         out["pip"] = pip
     return out

@@ -12,7 +12,6 @@ import typer
 
 from replay_rl.probe.settings import ProbeSettings
 
-os.environ.setdefault("HF_HUB_OFFLINE", "1")  # nothing is ever downloaded at run time
 os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")
 
 app = typer.Typer(add_completion=False, no_args_is_help=True, pretty_exceptions_enable=False,

@@ -1,14 +1,18 @@
 """Bad inputs fail before Ray starts: one line on stderr naming the field or file, exit code 2, within seconds."""
 
 import json
+import os
 import subprocess
 import sys
 import time
+from pathlib import Path
 
 import pytest
 
 from replay_rl.driver.checkpoints import commit, latest_checkpoint, resolve_resume, staging_dir
 from replay_rl.metrics import MetricsSink, read_metrics
+
+ROOT = Path(__file__).resolve().parents[1]
 
 
 def cli(*args, timeout=60):
@@ -52,6 +56,40 @@ def test_bad_input_is_one_line_and_exit_2_before_ray(tmp_path, case):
     assert proc.returncode == 2 and len(lines) == 1 and expected in lines[0], proc.stderr[-2000:]
     assert seconds < 10 and "Traceback" not in proc.stderr and not proc.stdout.strip()
     print(f"{case}: exit 2 in {seconds:.1f}s")
+
+
+def test_a_hub_id_offline_is_one_line_and_never_builds_a_tiny_model(tmp_path):
+    """It built the 420k-parameter model at ./Qwen/Qwen2.5-1.5B-Instruct, trained it and exited 0."""
+    proc = subprocess.run([sys.executable, "-m", "replay_rl.cli", "train", "-s",
+                           "model.path=Qwen/Qwen2.5-1.5B-Instruct"], capture_output=True, text=True, timeout=60,
+                          cwd=tmp_path, env={**os.environ, "HF_HUB_OFFLINE": "1", "HF_HUB_CACHE": str(tmp_path / "hub"),
+                                             "PYTHONPATH": str(ROOT)})
+    (line,) = proc.stderr.strip().splitlines()
+    assert proc.returncode == 2 and line.startswith("model.path 'Qwen/Qwen2.5-1.5B-Instruct' is not a local folder")
+    assert "HF_HUB_OFFLINE=1" in line and "hf download Qwen/Qwen2.5-1.5B-Instruct" in line
+    assert not (tmp_path / "Qwen").exists() and not (tmp_path / "runs").exists()
+
+
+def test_a_hub_id_in_the_hf_cache_resolves_to_its_snapshot_offline(tmp_path, warm_model, monkeypatch):
+    """The HF cache's layout (refs/main → snapshots/<commit>/), as a download leaves it: the run loads that folder."""
+    import shutil
+
+    import huggingface_hub.constants
+
+    from replay_rl.config import RunConfig
+    from replay_rl.driver.preflight import check_model
+    from replay_rl.evaluation.warmstart import ensure_model
+
+    repo = tmp_path / "hub" / "models--acme--tiny-math"
+    shutil.copytree(warm_model[0], repo / "snapshots" / ("0" * 40))
+    (repo / "refs").mkdir()
+    (repo / "refs" / "main").write_text("0" * 40)
+    monkeypatch.setattr(huggingface_hub.constants, "HF_HUB_CACHE", str(tmp_path / "hub"))
+    monkeypatch.setattr(huggingface_hub.constants, "HF_HUB_OFFLINE", True)
+    monkeypatch.chdir(tmp_path)
+    cfg = RunConfig.load(None, ["model.path=acme/tiny-math"])
+    check_model(cfg)
+    assert ensure_model(cfg) == repo / "snapshots" / ("0" * 40) and not (tmp_path / "acme").exists()
 
 
 def test_eval_of_a_missing_model_is_one_line(tmp_path):

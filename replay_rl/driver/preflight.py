@@ -28,6 +28,11 @@ def preflight(cfg: RunConfig) -> None:
 
 
 def check_model(cfg: RunConfig) -> None:
+    from replay_rl.models.hub import is_hub_id, resolve_hub_model
+
+    if is_hub_id(cfg.model.path):  # fetched into the HF cache now, before Ray starts, or one line
+        check_model_folder(resolve_hub_model(cfg.model.path))
+        return
     path = Path(cfg.model.path)
     if not path.exists():
         if cfg.model.create_if_missing:

@@ -33,7 +33,9 @@ def connect(cfg: RunConfig) -> bool:
         return False
     local = cfg.cluster.address is None and "RAY_ADDRESS" not in os.environ
     # a submitted job already carries its runtime_env (cluster/submit.py); only a local cluster gets ours
-    env = {"env_vars": {"HF_HUB_OFFLINE": "1", "HF_HUB_DISABLE_PROGRESS_BARS": "1", "TOKENIZERS_PARALLELISM": "false"}}
+    # the hub as the user's environment says: HF_HUB_OFFLINE passes through, it is not forced (a hub id in model.path)
+    env = {"env_vars": {"HF_HUB_DISABLE_PROGRESS_BARS": "1", "TOKENIZERS_PARALLELISM": "false",
+                        **{k: os.environ[k] for k in ("HF_HUB_OFFLINE", "HF_HOME", "HF_HUB_CACHE") if k in os.environ}}}
     # address="local" always starts a fresh cluster, never one that another process left running here
     log_ray_to_file(Path(cfg.run.output_dir) / "ray.log")
     if local:

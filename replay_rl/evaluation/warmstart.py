@@ -70,6 +70,10 @@ def ensure_model(cfg: RunConfig, log=print) -> Path:
     """cfg.model.path, built first if missing: the tiny model (random init at `<path>-init`, warm-started at path)
     or, with model.build=smollm2_135m, the pretrained SmolLM2 folder. A warm-started folder whose manifest names
     other settings than cfg's is refused in one line, never reused or overwritten."""
+    from replay_rl.models.hub import is_hub_id, resolve_hub_model
+
+    if is_hub_id(cfg.model.path):  # a hub id is loaded from the HF cache, never built
+        return resolve_hub_model(cfg.model.path)
     path = Path(cfg.model.path)
     if (path / "config.json").is_file() or not cfg.model.create_if_missing:
         check_manifest(cfg, path)

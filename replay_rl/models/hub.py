@@ -1,0 +1,35 @@
+"""A model named by its hub id (`org/name`): resolved through the HF cache as the user's environment says (online:
+downloaded once into the cache; HF_HUB_OFFLINE=1: the cache alone). Never built: a tiny model is built only at a
+local path, so `-s model.path=Qwen/Qwen2.5-1.5B-Instruct` loads Qwen or stops in one line, and never trains a toy
+in a folder of that name (which it did)."""
+
+from __future__ import annotations
+
+import os
+import re
+from pathlib import Path
+
+from replay_rl.config import ConfigError
+
+HUB_ID = re.compile(r"[A-Za-z0-9][\w.-]*/[\w.-]+")
+# what a run reads of a model repository: configs, weights, tokenizer, chat template (not other formats' weights)
+MODEL_FILES = ["*.json", "*.safetensors", "tokenizer*", "*.jinja", "*.model", "*.tiktoken", "merges.txt", "vocab.*"]
+
+
+def is_hub_id(path: str) -> bool:
+    """`org/name` with no such local folder: a hub id (a local relative folder of that shape wins)."""
+    return bool(HUB_ID.fullmatch(path)) and not Path(path).exists()
+
+
+def resolve_hub_model(repo_id: str, field: str = "model.path") -> Path:
+    """The cached snapshot folder of `repo_id`, downloaded first when the environment allows; one line if not."""
+    from huggingface_hub import snapshot_download
+
+    try:
+        return Path(snapshot_download(repo_id, allow_patterns=MODEL_FILES))
+    except Exception as e:  # noqa: BLE001 - offline, not found, gated, no network: each is the same one line
+        why = ("not in the local HF cache and HF_HUB_OFFLINE=1" if os.environ.get("HF_HUB_OFFLINE") == "1"
+               else f"{type(e).__name__}: {str(e).splitlines()[0][:160] if str(e) else ''}")
+        raise ConfigError(f"{field} {repo_id!r} is not a local folder and the hub could not provide it ({why}); "
+                          f"download it where the run starts (`hf download {repo_id}`), or point {field} at a local "
+                          "HF model folder") from None
