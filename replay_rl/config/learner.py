@@ -107,10 +107,11 @@ class _SyncCommon(_Section):
     """The weight-path check: with each version the learner publishes its log-probs of a fixed probe set (4
     training prompts with their answers); every generator scores the same sequences once it has loaded that version
     and reports the gap (weight_check/* metrics, weight_checks.jsonl). Costs one short forward per sync on learner
-    rank 0 and on each generator (weight_check/seconds)."""
-    weight_check_max_gap: float | None = Field(None, gt=0)
-    """The largest per-token |Δ log-prob| on the probe set accepted; above it a line names the generator and the
-    version. None: by model.dtype, 1e-3 in float32 (agreement measured ~1e-5), 0.25 in bfloat16 and float16."""
+    rank 0 (every rank under ZeRO-3; sync/publish_probe_s, inside publish_s) and on each generator."""
+    weight_check_limit: float | None = Field(None, gt=0)
+    """The probe-set gap accepted; above it a line names the generator and the version. Judged on the largest
+    per-token |Δ log-prob| in float32 (default 1e-3; agreement measured to ≤ 6e-5) and on the mean per token in
+    bfloat16 and float16, where one token's gap is kernel noise (default 0.05, not yet measured on a GPU)."""
     weight_check_fail: bool = False
     """Stop the run with that line instead of printing it and going on."""
 

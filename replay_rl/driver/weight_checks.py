@@ -12,14 +12,16 @@ from pathlib import Path
 
 from replay_rl.config import RunConfig
 from replay_rl.driver.failures import RunFailed
-from replay_rl.sync.weight_check import check_problem, max_gap
+from replay_rl.sync.weight_check import check_problem, gap_limit
 
 
 class WeightChecks:
     def __init__(self, cfg: RunConfig, out: Path) -> None:
-        self.limit = max_gap(cfg.sync.weight_check_max_gap, cfg.model.dtype)
+        self.statistic, self.limit = gap_limit(cfg.sync.weight_check_limit, cfg.model.dtype)
         self.fail, self.path = cfg.sync.weight_check_fail, out / "weight_checks.jsonl"
-        self.seen: set[tuple[int, int]] = set()
+        # a restart or a resume appends: the checks logged before it are not logged again
+        self.seen = {(c["generator_id"], c["version"]) for c in map(json.loads, self.path.read_text().splitlines())} \
+            if self.path.is_file() else set()
 
     def observe(self, generator_stats: list) -> dict[str, float]:
         """The weight_check/ metrics of this step (none before the first check); new checks logged and judged."""
@@ -30,7 +32,7 @@ class WeightChecks:
             self.seen.add((check.generator_id, check.version))
             with self.path.open("a") as f:
                 f.write(json.dumps(asdict(check)) + "\n")
-            if line := check_problem(check, self.limit):
+            if line := check_problem(check, self.statistic, self.limit):
                 if self.fail:
                     raise RunFailed(f"{line} (sync.weight_check_fail)")
                 print(line, file=sys.stderr, flush=True)

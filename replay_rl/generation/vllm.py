@@ -68,7 +68,8 @@ class VLLMBackend:
 
     def _drop_stale_cache(self) -> None:
         """KV blocks cached before the last weight load must not serve a new prompt's prefix. vLLM refuses the reset
-        (returns False) while a request holds blocks; none may be running here, so a refusal is a defect, not a retry."""
+        (returns False) while a request holds blocks; none may be running here, so a refusal is a defect, not a
+        retry."""
         if self._cache_stale:
             if self._llm.reset_prefix_cache() is False:
                 raise RuntimeError("vLLM refused to reset its prefix cache after a weight load (requests still "
@@ -148,7 +149,8 @@ class VLLMBackend:
 
         self._drop_stale_cache()
         outputs = self._llm.generate([{"prompt_token_ids": [int(t) for t in s]} for s in sequences],
-                                     VLLMSamplingParams(max_tokens=1, temperature=1.0, prompt_logprobs=0),
+                                     VLLMSamplingParams(max_tokens=1, temperature=1.0, prompt_logprobs=0,
+                                                        detokenize=False),
                                      use_tqdm=False)
         return [np.array([pos[int(t)].logprob for t, pos in zip(s[1:], out.prompt_logprobs[1:])], np.float32)
                 for s, out in zip(sequences, outputs)]

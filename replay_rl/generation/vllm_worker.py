@@ -67,10 +67,11 @@ class WeightLoaderExtension:
             if method is not None and weight is not None and width and hasattr(method, "apply") and \
                     name.rsplit(".", 1)[-1] != "embed_tokens":
                 with torch.no_grad():
-                    out[name] = method.apply(module, digest_input(width, weight.dtype)).double().numpy().tobytes()
+                    x = digest_input(width, weight.dtype).to(weight.device)
+                    out[name] = method.apply(module, x).double().cpu().numpy().tobytes()
         for name, p in model.named_parameters():
             if p.numel():
-                out[name] = p.detach().double().numpy().tobytes()
+                out[name] = p.detach().double().cpu().numpy().tobytes()
         return out
 
 

@@ -184,8 +184,9 @@ class LearnerEngine:
                 yield [p.detach() for p in group] if self.rank == 0 else None
 
     def probe_logprobs(self, sequences: list[np.ndarray]) -> list[np.ndarray]:
-        """The weight-path check's reference: log-probs of the probe set under the weights now held, in the dtype
-        they are published in (a forward: under ZeRO-3 every rank must call it)."""
+        """The weight-path check's reference: log-probs of the probe set under the weights now held, in the
+        module's dtype (on GPUs DeepSpeed's bf16 module, the dtype published; a CPU learner stays fp32). A forward:
+        under ZeRO-3 every rank must call it."""
         module, training = self.engine.module, self.engine.module.training
         module.eval()
         try:

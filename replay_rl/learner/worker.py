@@ -79,7 +79,7 @@ class LearnerRankImpl:
         rank joins each bucket's gather, otherwise the other ranks do nothing. Rank 0 returns version, bytes and
         seconds: the whole publish, and its gather and send phases."""
         t0 = time.perf_counter()
-        # the generators' proof that they load these weights (sync/weight_check.py); a forward, so all ranks under ZeRO-3
+        # the generators' proof that they load these weights (sync/weight_check.py); a forward: every rank under ZeRO-3
         probe = (self.engine.probe_logprobs(self.probe) if self.probe is not None and not for_eval and
                  (self.rank == 0 or self.cfg.learner.zero_stage == 3) else None)
         if self.rank != 0:

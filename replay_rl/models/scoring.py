@@ -22,6 +22,9 @@ def sequence_logprobs(model, sequences: Sequence[np.ndarray], pad_id: int) -> li
         ids[i, :len(s)] = torch.as_tensor(np.asarray(s), dtype=torch.long)
         mask[i, :len(s)] = 1
     ids, mask = ids.to(device), mask.to(device)
-    logits = model(input_ids=ids, attention_mask=mask, use_cache=False).logits.float()
-    picked = torch.log_softmax(logits[:, :-1], -1).gather(-1, ids[:, 1:, None]).squeeze(-1).cpu().numpy()
-    return [picked[i, :len(s) - 1] for i, s in enumerate(sequences)]
+    logits = model(input_ids=ids, attention_mask=mask, use_cache=False).logits
+    out = []
+    for i, s in enumerate(sequences):  # a row at a time: one row's fp32 (L, V) copy, not the batch's
+        row = logits[i, :len(s) - 1].float()
+        out.append((row.gather(-1, ids[i, 1:len(s), None]).squeeze(-1) - row.logsumexp(-1)).cpu().numpy())
+    return out

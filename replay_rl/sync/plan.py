@@ -63,4 +63,4 @@ class WeightHandle:
     payload: Any        # transport-specific: one ObjectRef per bucket for the object store, nothing for a broadcast
     gather_s: float = 0.0  # seconds the sender waited for the next bucket's tensors (ZeRO gather, device copy)
     send_s: float = 0.0    # seconds spent packing and handing buckets to the transport
-    probe: Any = None      # the learner's log-probs of the weight-check probe set at this version (sync/weight_check.py)
+    probe: Any = None      # the learner's log-probs of the probe set at this version (sync/weight_check.py)

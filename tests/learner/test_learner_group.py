@@ -13,10 +13,12 @@ from replay_rl.generation.backend import SamplingParams
 from replay_rl.generation.generator import Generator
 from replay_rl.generation.hf import HFBackend
 from replay_rl.learner.group import LearnerGroup
-from replay_rl.models.hf_folder import load_tokenizer
+from replay_rl.models.hf_folder import load_model, load_tokenizer
+from replay_rl.models.scoring import sequence_logprobs
 from replay_rl.replay.client import ReplayClient, create_shards
 from replay_rl.sync.board import WeightBoard
 from replay_rl.sync.object_store import ObjectStoreSubscriber
+from replay_rl.tasks.weight_probe import weight_probe
 from tests.learner.steps import assert_same_step
 from tests.replay.helpers import make_batch
 
@@ -138,6 +140,12 @@ def test_zero_stages_give_the_same_loss_trajectory_and_publish_every_weight_in_b
         assert info["version"] == 3 and len(handle.plan) > 10 and info["publish_bytes"] >= 4 * 400_000
         assert received.keys() == learner_state.keys()
         assert all(torch.equal(received[k], learner_state[k]) for k in received), stage
+        # the weight-path check's reference, a forward every rank takes part in under ZeRO-3, is the published
+        # weights' own log-probs of the probe set
+        model = load_model(path)
+        model.load_state_dict(learner_state)
+        want = sequence_logprobs(model, weight_probe(cfg.task, False, load_tokenizer(path)), 0)
+        assert len(handle.probe) == 4 and all(np.allclose(a, b, atol=1e-5) for a, b in zip(handle.probe, want)), stage
         group.shutdown()
     assert np.allclose(trajectories[0], trajectories[2], rtol=1e-4, atol=1e-6), trajectories
     assert np.allclose(trajectories[0], trajectories[3], rtol=1e-4, atol=1e-6), trajectories

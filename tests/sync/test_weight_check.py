@@ -8,7 +8,7 @@ import torch
 from replay_rl.generation.hf import HFBackend
 from replay_rl.models.hf_folder import load_model, load_tokenizer
 from replay_rl.models.scoring import sequence_logprobs
-from replay_rl.sync.weight_check import WeightCheck, check_problem, max_gap, probe_gap
+from replay_rl.sync.weight_check import WeightCheck, check_problem, gap_limit, probe_gap
 from replay_rl.tasks.weight_probe import weight_probe
 
 
@@ -21,12 +21,14 @@ def test_probe_gap_is_zero_for_equal_logprobs_and_reads_the_largest_token_gap():
         probe_gap(ref, [np.array([-1.0])])
 
 
-def test_the_limit_follows_the_dtype_unless_set():
-    assert max_gap(None, "float32") == 1e-3 and max_gap(None, "bfloat16") > 0.05 and max_gap(0.5, "float32") == 0.5
+def test_the_limit_and_its_statistic_follow_the_dtype():
+    assert gap_limit(None, "float32") == ("abs_max", 1e-3) and gap_limit(0.5, "float32") == ("abs_max", 0.5)
+    assert gap_limit(None, "bfloat16") == ("abs_mean", 0.05)  # a 16-bit token's gap is kernel noise: the mean
     check = WeightCheck(generator_id=3, version=17, abs_max=0.02, abs_mean=0.004, kl=1e-5, seconds=0.01)
-    line = check_problem(check, 1e-3)
-    assert "generator 3" in line and "version 17" in line and "sync.weight_check_max_gap=0.001" in line
-    assert "\n" not in line and check_problem(check, 0.05) is None
+    line = check_problem(check, "abs_max", 1e-3)
+    assert "generator 3" in line and "version 17" in line and "sync.weight_check_limit=0.001" in line
+    assert "\n" not in line and check_problem(check, "abs_max", 0.05) is None
+    assert check_problem(check, "abs_mean", 0.01) is None and "abs_mean" in check_problem(check, "abs_mean", 0.001)
 
 
 def test_the_probe_set_is_the_same_on_every_side_and_ends_at_eos(tiny_cfg, init_model):
@@ -44,7 +46,7 @@ def test_a_skipped_stream_is_named_and_every_loaded_one_passes(tiny_cfg, init_mo
     learner = load_model(init_model)
     generator = HFBackend(str(init_model))
     probe = weight_probe(tiny_cfg.task, False, load_tokenizer(init_model))
-    limit, opt = max_gap(None, "float32"), torch.optim.AdamW(learner.parameters(), lr=1e-3)
+    (statistic, limit), opt = gap_limit(None, "float32"), torch.optim.AdamW(learner.parameters(), lr=1e-3)
     torch.manual_seed(0)
     for version in (1, 2, 3):
         opt.zero_grad()  # one real optimizer step on a random objective, as the learner takes one
@@ -55,6 +57,6 @@ def test_a_skipped_stream_is_named_and_every_loaded_one_passes(tiny_cfg, init_mo
             generator.load_weights(learner.named_parameters(), version)
         check = WeightCheck(0, version, *probe_gap(reference, generator.score(probe)), 0.0)
         if version != 3:
-            assert check.abs_max < 1e-5 and check_problem(check, limit) is None
+            assert check.abs_max < 1e-5 and check_problem(check, statistic, limit) is None
         else:
-            assert check.abs_max > limit and "version 3" in check_problem(check, limit)
+            assert check.abs_max > limit and "version 3" in check_problem(check, statistic, limit)
