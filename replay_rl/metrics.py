@@ -51,6 +51,17 @@ class MetricsSink:
                 self._trackers.remove(tracker)
                 self._warn(tracker, f"stopped at step {step}", e)
 
+    def log_samples(self, step: int, rows: list[dict]) -> None:
+        """A few completions as text (samples.jsonl, one line each), mirrored to the trackers that take them."""
+        with (self.dir / "samples.jsonl").open("a") as f:
+            f.writelines(json.dumps({"step": step, **row}) + "\n" for row in rows)
+        for tracker in list(self._trackers):
+            try:
+                tracker.log_samples(step, rows)
+            except Exception as e:  # noqa: BLE001 - a mirror, as in log()
+                self._trackers.remove(tracker)
+                self._warn(tracker, f"stopped at step {step}", e)
+
     def mirror_to(self, trackers: Sequence) -> None:
         """Each tracker (log(step, kind, values), close(failed)) gets every row written from now on."""
         self._trackers = list(trackers)

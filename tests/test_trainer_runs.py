@@ -31,7 +31,7 @@ def test_cli_train_replay_mode_writes_metrics(warm_model, tmp_path):
     proc = subprocess.run([sys.executable, "-m", "replay_rl.cli", "train", "-s", f"model.path={path}",
                            "-s", f"run.output_dir={out}", "-s", "run.steps=4", "-s", "run.eval_every=2",
                            "-s", "run.eval_prompts=40", "-s", "learner.batch_size=32",
-                           "-s", "tracking.loggers=[tensorboard,mlflow,wandb]"],
+                           "-s", "tracking.loggers=[tensorboard,mlflow,wandb]", "-s", "run.log_samples_every=2"],
                           capture_output=True, text=True, env=env, timeout=600)
     assert proc.returncode == 0, proc.stderr[-3000:]
     summary = proc.stdout.strip().splitlines()
@@ -57,7 +57,12 @@ def test_cli_train_replay_mode_writes_metrics(warm_model, tmp_path):
     # the weight-path check: each generator proved each version it scored equal to the learner's (fp32, one kernel)
     checks = [json.loads(line) for line in (out / "weight_checks.jsonl").read_text().splitlines()]
     assert {c["generator_id"] for c in checks} == {0, 1} and all(c["abs_max"] < 1e-5 for c in checks)
-    assert max(c["version"] for c in checks) >= 3 and "weight_check/abs_max" in rows[-1]
+    assert min(c["version"] for c in checks) >= 1 and "weight_check/abs_max" in rows[-1]
+    # samples as text every run.log_samples_every steps: each generator's newest group, with its age
+    samples = [json.loads(line) for line in (out / "samples.jsonl").read_text().splitlines()]
+    assert {s["step"] for s in samples} == {2, 4} and {s["generator"] for s in samples} == {0, 1}
+    assert all("+" in s["prompt"] and s["completion"] and 0 <= s["age"] == s["step"] - s["version"] for s in samples)
+    assert all(s["finish"] in ("stop", "length") and isinstance(s["advantage"], float) for s in samples)
 
 
 def assert_tracked(out: Path) -> None:
@@ -69,6 +74,11 @@ def assert_tracked(out: Path) -> None:
     assert sorted(m.step for m in client.get_metric_history(run.info.run_id, "eval/pass_at_1")) == [0, 2, 4]
     (wandb_run,) = (out / "wandb").glob("offline-run-*/run-*.wandb")
     assert b"batch/reward_mean" in wandb_run.read_bytes()
+    # the samples in each tracker: an MLflow artifact a step, a W&B table, a TensorBoard text
+    assert [a.path for a in client.list_artifacts(run.info.run_id, "samples")] == \
+        ["samples/step_0000002.jsonl", "samples/step_0000004.jsonl"]
+    assert list((out / "wandb").glob("offline-run-*/files/media/table/samples_*.table.json"))
+    assert any(b"samples/text_summary" in f.read_bytes() for f in (out / "tb").rglob("events.out.tfevents.*"))
 
 
 def test_on_policy_mode_uses_each_rollout_once_also_across_a_resume(ray_cluster, warm_model, tmp_path):

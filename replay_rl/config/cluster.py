@@ -107,6 +107,10 @@ class RunSettings(_Section):
     """k of pass@k, sampled at generation.eval_temperature; pass@1 is greedy."""
     checkpoint_every: int | None = Field(None, ge=1)
     """Save learner state + buffer every k steps; None: only the final checkpoint."""
+    log_samples_every: int | None = Field(10, ge=1)
+    """Every k learner steps, each generator's newest group (prompt, completions, rewards, advantages, version,
+    age) goes to samples.jsonl and to each tracker (a TensorBoard text, an MLflow artifact, a W&B table): what one
+    reads first when the reward moves. None: never."""
     resume_from: str | None = None
     """A checkpoints/step_N folder, or 'auto': output_dir's newest complete one (none: a fresh start). Either
     continues the run that saved it (a finished run's final checkpoint, with a larger steps, extends it)."""

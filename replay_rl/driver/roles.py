@@ -125,9 +125,13 @@ class Roles:
     def publish(self, version: int) -> dict[str, float]:
         return deadlines.publish(self, version)
 
-    def generator_stats(self) -> list:
-        """The newest stats each generator reported, without waiting (for a paused one, or the reports' answer)."""
-        if self.reports_asked is not None and ray.wait([self.reports_asked], timeout=0)[0]:
+    def generator_stats(self, wait: bool = False) -> list:
+        """The newest stats each generator reported, without waiting (for a paused one, or the reports' answer);
+        wait: for the reports' answer to a call made now, up to run.hung_probe_s (the run's end)."""
+        if wait:
+            self.reports_asked = self.reports.all.remote()
+        if self.reports_asked is not None and ray.wait([self.reports_asked],
+                                                       timeout=self.cfg.run.hung_probe_s if wait else 0)[0]:
             for i, stats in ray.get(self.reports_asked).items():
                 self.slots[i].stats = stats
             self.reports_asked = None

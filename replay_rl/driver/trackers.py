@@ -24,6 +24,8 @@ LOCAL_STORES = ("mlruns", "wandb")  # what the default MLflow and offline W&B wr
 class Tracker(Protocol):
     def log(self, step: int, kind: str, values: dict) -> None: ...
 
+    def log_samples(self, step: int, rows: list[dict]) -> None: ...
+
     def close(self, failed: bool = False) -> None: ...
 
 
@@ -32,6 +34,17 @@ def tracked(kind: str, values: dict) -> dict[str, float]:
     train row of the same step carries its own."""
     numbers = {k: float(v) for k, v in values.items() if isinstance(v, (int, float)) and not isinstance(v, bool)}
     return {k if kind == "train" or k.startswith(f"{kind}/") else f"{kind}/{k}": v for k, v in numbers.items()}
+
+
+def samples_markdown(rows: list[dict]) -> str:
+    """Completions as a markdown table (TensorBoard's text tab renders it)."""
+    cols = list(rows[0]) if rows else []
+
+    def cell(v) -> str:
+        return str(round(v, 3) if isinstance(v, float) else v).replace("|", "\\|").replace("\n", "⏎")
+
+    return "\n".join(["| " + " | ".join(cols) + " |", "|" + "---|" * len(cols),
+                       *("| " + " | ".join(cell(r[c]) for c in cols) + " |" for r in rows)])
 
 
 def flat_config(cfg: RunConfig) -> dict[str, str]:
@@ -74,6 +87,9 @@ class TensorBoardTracker:
         for k, v in tracked("train", values).items():  # tags as train/<key> and eval/<key>
             self._writer.add_scalar(f"{kind}/{k}", v, step)
 
+    def log_samples(self, step: int, rows: list[dict]) -> None:
+        self._writer.add_text("samples", samples_markdown(rows), step)
+
     def close(self, failed: bool = False) -> None:
         self._writer.close()
 
@@ -100,6 +116,10 @@ class MlflowTracker:
         for i in range(0, len(metrics), 1000):
             self._client.log_batch(self.run_id, metrics=metrics[i:i + 1000])
 
+    def log_samples(self, step: int, rows: list[dict]) -> None:
+        text = "".join(json.dumps(r) + "\n" for r in rows)
+        self._client.log_text(self.run_id, text, f"samples/step_{step:07d}.jsonl")
+
     def close(self, failed: bool = False) -> None:
         self._client.set_terminated(self.run_id, status="FAILED" if failed else "FINISHED")
 
@@ -118,6 +138,13 @@ class WandbTracker:
 
     def log(self, step: int, kind: str, values: dict) -> None:
         self._run.log(tracked(kind, values) | {"step": step})
+
+    def log_samples(self, step: int, rows: list[dict]) -> None:
+        import wandb
+
+        columns = list(rows[0]) if rows else ["completion"]
+        self._run.log({"samples": wandb.Table(columns=columns, data=[[r[c] for c in columns] for r in rows]),
+                       "step": step})
 
     def close(self, failed: bool = False) -> None:
         self._run.finish(exit_code=1 if failed else 0)

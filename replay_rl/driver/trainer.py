@@ -132,6 +132,8 @@ def run_roles(cfg: RunConfig, model_path: str, resume: Path | None, restarts: in
                                     namespaced("weight_check", checked))
             sink.log(step, "train", record)
             log_evals(roles.finished_evals())                                 # evals run beside training
+            if cfg.run.log_samples_every and step % cfg.run.log_samples_every == 0:
+                sink.log_samples(step, samples_at(step, roles.generator_stats(wait=True)))
             if step % cfg.run.eval_every == 0 or step == cfg.run.steps:
                 log_evals(roles.start_eval(step, namespaced("ledger", ledger.summary())))
             if checkpoint_due(cfg, step):
@@ -141,6 +143,7 @@ def run_roles(cfg: RunConfig, model_path: str, resume: Path | None, restarts: in
             if cfg.run.rollout_budget and ledger.k_inf >= cfg.run.rollout_budget:
                 break
         log_evals(roles.finished_evals(wait=True))
+        weight_checks.observe(roles.generator_stats(wait=True))  # the checks the last steps' rows did not see yet
         # the end state: resumable (a longer rerun extends it), and its hf_model/ is this run's trained model
         final = final_checkpoint(roles, out, step, ledger, run_id, saved)
         sink.close()  # every row on disk before the pictures read them
@@ -160,6 +163,11 @@ def run_roles(cfg: RunConfig, model_path: str, resume: Path | None, restarts: in
             roles.shutdown()
         if sink is not None:
             sink.close(failed=True)  # a no-op after the close of a run that finished
+
+
+def samples_at(step: int, generator_stats: list) -> list[dict]:
+    """Each generator's newest group as text, with its age now (this step − the version that generated it)."""
+    return [row | {"age": step - row["version"]} for g in generator_stats for row in g.samples]
 
 
 def eval_lost(cfg: RunConfig, rows: list[dict], step: int) -> bool:

@@ -18,7 +18,7 @@ from replay_rl.generation.reports import GeneratorStats
 from replay_rl.models.hf_folder import load_tokenizer
 from replay_rl.replay.client import ReplayClient
 from replay_rl.replay.limits import call_number, route
-from replay_rl.rollout import RolloutBatch
+from replay_rl.rollout import FINISH_LENGTH, RolloutBatch
 from replay_rl.sync.base import load_if_newer
 from replay_rl.sync.factory import make_weight_sync
 from replay_rl.sync.weight_check import WeightCheck, probe_gap
@@ -51,6 +51,7 @@ class GeneratorImpl:
         self.pace = pace_for(cfg)  # None: generate as fast as the hardware allows
         self.probe = weight_probe(cfg.task, cfg.model.chat_template, self.tokenizer) if cfg.sync.weight_check else None
         self._unchecked = self._checked = None  # the loaded handle not yet checked; the newest WeightCheck
+        self._samples: tuple = ()
         self._stop = False
         self._groups = self._rollouts = self._loads = 0
         self.start_at(first_call)
@@ -143,9 +144,18 @@ class GeneratorImpl:
         rollouts = score_groups(self.task, self.tokenizer, problems, prompts, groups, range(first, first + len(groups)),
                                 lambda c: (min(version_before, c.version), c.version, version_before), self.id)
         self._groups += len(groups)
+        self._samples = self.as_text(rollouts[:self.cfg.generation.group_size])
         self.client.insert(RolloutBatch.from_rollouts(rollouts), owner, call)
         self._rollouts += len(rollouts)
         return len(rollouts)
+
+    def as_text(self, group) -> tuple[dict, ...]:
+        """A group's completions as a person reads them (run.log_samples_every), special tokens shown."""
+        prompt = self.tokenizer.decode(group[0].prompt_ids) if group else ""
+        return tuple({"generator": self.id, "version": r.policy_version, "prompt": prompt,
+                      "completion": self.tokenizer.decode(r.completion_ids), "reward": r.reward,
+                      "advantage": r.advantage, "finish": "length" if r.finish == FINISH_LENGTH else "stop"}
+                     for r in group)
 
     def backend_generate(self, prompts, params):
         """Direct access to the backend (tests and debugging); the loop does not use it."""
@@ -170,7 +180,7 @@ class GeneratorImpl:
     def stats(self) -> GeneratorStats:
         return GeneratorStats(self.id, self._rollouts, self.backend.tokens_generated(), self._busy,
                               time.perf_counter() - self._t0, self.backend.version, self._loads, self._load_s,
-                              self._calls, self._checked)
+                              self._calls, self._checked, self._samples)
 
 
     def pid(self) -> int:

@@ -23,6 +23,7 @@ class GeneratorStats:
     weight_load_s: float  # seconds spent fetching + loading weights
     calls: int            # calls made at this position, those before this actor included: a replacement starts here
     weight_check: WeightCheck | None = None  # the newest weight-path check: this generator against the learner
+    samples: tuple = ()   # the newest call's first group as text (run.log_samples_every): one dict a completion
 
 
 @ray.remote(num_cpus=0)
