@@ -15,7 +15,8 @@ from replay_rl.driver.checkpoints import STATE_FILE, checkpoint_dir, commit, sta
 from replay_rl.config import ConfigError, RunConfig
 from replay_rl.driver.preflight import check_output_dir
 from replay_rl.driver.run_folder import (LOCK_FILE, RUN_FILE, SET_ASIDE, AlreadyFinished, FolderLock, final_checkpoint,
-                                  latest_own_checkpoint, read_run_id, save_checkpoint, start_run)
+                                  latest_own_checkpoint, prune_checkpoints, read_run_id, save_checkpoint,
+                                  start_run)
 
 
 def cfg_for(out, *overrides):
@@ -170,6 +171,8 @@ def test_a_folder_that_cannot_be_made_or_locked_is_one_line(tmp_path, monkeypatc
 class SavingRoles:
     """roles.checkpoint as Roles does it: adds its state to the staging folder and commits it whole."""
 
+    cfg = RunConfig.load(None, [])
+
     def checkpoint(self, out, step, ledger):
         (staging_dir(out, step) / STATE_FILE).write_text(json.dumps({"step": step}))
         return commit(staging_dir(out, step), checkpoint_dir(out, step))
@@ -193,3 +196,20 @@ def test_a_run_that_died_at_its_end_before_it_ended_resumes_there(tmp_path):
     assert start_run(cfg_for(tmp_path, "run.resume_from=auto", "run.steps=4"), tmp_path).resume.name == "step_4"
     with pytest.raises(AlreadyFinished):
         check_output_dir(cfg_for(tmp_path, "run.resume_from=auto", "run.steps=3"))
+
+
+def test_retention_keeps_the_newest_of_this_runs_checkpoints_only(tmp_path):
+    """run.keep_checkpoints: this run's oldest go; the newest (a restart's and final_model's) stays; another run's
+    checkpoint and a save that never completed are not this run's to delete."""
+    fake_run(tmp_path, "aaaa", steps=(2, 4, 6, 8))
+    foreign = tmp_path / "checkpoints" / "step_3"
+    foreign.mkdir()
+    (foreign / STATE_FILE).write_text("{}")
+    (foreign / RUN_FILE).write_text(json.dumps({"run_id": "bbbb"}))
+    partial = tmp_path / "checkpoints" / "step_1"
+    partial.mkdir()  # no state file: not a complete checkpoint
+    assert prune_checkpoints(tmp_path, "aaaa", None) == [] and prune_checkpoints(tmp_path, None, 1) == []
+    gone = prune_checkpoints(tmp_path, "aaaa", 2)
+    assert [p.name for p in gone] == ["step_2", "step_4"]
+    assert sorted(p.name for p in (tmp_path / "checkpoints").iterdir()) == ["step_1", "step_3", "step_6", "step_8"]
+    assert latest_own_checkpoint(tmp_path, "aaaa").name == "step_8" and (tmp_path / "final_model").is_symlink()

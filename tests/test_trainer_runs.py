@@ -127,8 +127,11 @@ def test_a_run_owns_its_folder_and_a_finished_run_extends_to_more_steps(ray_clus
     metrics, stats = (out / "metrics.jsonl").read_text(), (out / "replay_stats.json").read_text()
     inode = (out / "metrics.jsonl").stat().st_ino
 
-    cfg = run_cfg(path, out, "run.steps=8", *second, "run.resume_from=auto")
+    # a checkpoint every 2 steps, 2 kept: the one resumed from goes once two newer ones exist
+    cfg = run_cfg(path, out, "run.steps=8", *second, "run.resume_from=auto", "run.checkpoint_every=2",
+                  "run.keep_checkpoints=2")
     final = train(cfg)
+    assert sorted(p.name for p in (out / "checkpoints").iterdir()) == ["step_6", "step_8"]
     assert (out / "metrics.jsonl").read_text().startswith(metrics)  # the part already run is kept as it was,
     assert (out / "metrics.jsonl").stat().st_ino == inode               # and not even rewritten
     rows = read_metrics(out / "metrics.jsonl")

@@ -107,6 +107,9 @@ class RunSettings(_Section):
     """k of pass@k, sampled at generation.eval_temperature; pass@1 is greedy."""
     checkpoint_every: int | None = Field(None, ge=1)
     """Save learner state + buffer every k steps; None: only the final checkpoint."""
+    keep_checkpoints: int | None = Field(3, ge=1)
+    """The newest k of this run's checkpoints are kept, older ones deleted after each save (a 7B ZeRO checkpoint
+    is ~100 GB). The newest, which a restart resumes and final_model links, is always kept. None: keep all."""
     log_samples_every: int | None = Field(10, ge=1)
     """Every k learner steps, each generator's newest group (prompt, completions, rewards, advantages, version,
     age) goes to samples.jsonl and to each tracker (a TensorBoard text, an MLflow artifact, a W&B table): what one

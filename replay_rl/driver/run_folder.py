@@ -192,7 +192,21 @@ def save_checkpoint(roles, out: Path, step: int, ledger, run_id: str | None) -> 
     staging.mkdir(parents=True)
     if run_id is not None:  # a run with no id (a benchmark's loop) saves none: {"run_id": null} would match any
         (staging / RUN_FILE).write_text(json.dumps({"run_id": run_id}))
-    return roles.checkpoint(out, step, ledger)
+    saved = roles.checkpoint(out, step, ledger)
+    prune_checkpoints(out, run_id, roles.cfg.run.keep_checkpoints)
+    return saved
+
+
+def prune_checkpoints(out: Path, run_id: str | None, keep: int | None) -> list[Path]:
+    """Delete this run's complete checkpoints but the newest `keep` (run.keep_checkpoints): the newest, which a
+    restart resumes and final_model links, is always among them; other runs' and unfinished ones are not touched."""
+    root = out / "checkpoints"
+    if keep is None or run_id is None or not root.is_dir():
+        return []
+    own = sorted((p for p in root.glob("step_*") if is_checkpoint(p) and read_run_id(p) == run_id), key=step_of)
+    for old in (gone := own[:-keep]):
+        shutil.rmtree(old)
+    return gone
 
 
 def final_checkpoint(roles, out: Path, step: int, ledger, run_id: str | None, saved: Path | None) -> Path:
