@@ -49,6 +49,10 @@ def test_cli_train_replay_mode_writes_metrics(warm_model, tmp_path):
     assert [r["step"] for r in rows] == [1, 2, 3, 4]
     assert all(r["ledger/mu"] > 0 and r["ledger/gamma"] > 0 for r in rows)
     assert all("batch/age_mean" in r and "buffer/age_mean" in r and "batch/clip_fraction" in r for r in rows)
+    # zero-variance groups: the batch's share, and the fresh groups' share so far, both measured
+    assert all(0 <= r["batch/zero_variance_share"] <= 1 for r in rows)
+    fresh = [r["ledger/zero_variance_share_fresh"] for r in rows if "ledger/zero_variance_share_fresh" in r]
+    assert fresh and all(0 <= v <= 1 for v in fresh)
     # an eval at step 0 (where RL starts) and every run.eval_every steps; compute on the paper's axis
     assert [r["step"] for r in read_metrics(out / "metrics.jsonl", "eval")] == [0, 2, 4]
     last = rows[-1]

@@ -23,7 +23,7 @@ from replay_rl.sync.base import load_if_newer
 from replay_rl.sync.factory import make_weight_sync
 from replay_rl.sync.weight_check import WeightCheck, probe_gap
 from replay_rl.tasks import make_task
-from replay_rl.tasks.scoring import encode_prompts, score_groups
+from replay_rl.tasks.scoring import encode_prompts, score_groups, zero_variance_groups
 from replay_rl.tasks.weight_probe import weight_probe
 
 
@@ -52,6 +52,7 @@ class GeneratorImpl:
         self.probe = weight_probe(cfg.task, cfg.model.chat_template, self.tokenizer) if cfg.sync.weight_check else None
         self._unchecked = self._checked = None  # the loaded handle not yet checked; the newest WeightCheck
         self._samples: tuple = ()
+        self._zero_variance = 0
         self._stop = False
         self._groups = self._rollouts = self._loads = 0
         self.start_at(first_call)
@@ -144,6 +145,7 @@ class GeneratorImpl:
         rollouts = score_groups(self.task, self.tokenizer, problems, prompts, groups, range(first, first + len(groups)),
                                 lambda c: (min(version_before, c.version), c.version, version_before), self.id)
         self._groups += len(groups)
+        self._zero_variance += zero_variance_groups(rollouts, self.cfg.generation.group_size)
         self._samples = self.as_text(rollouts[:self.cfg.generation.group_size])
         self.client.insert(RolloutBatch.from_rollouts(rollouts), owner, call)
         self._rollouts += len(rollouts)
@@ -180,7 +182,7 @@ class GeneratorImpl:
     def stats(self) -> GeneratorStats:
         return GeneratorStats(self.id, self._rollouts, self.backend.tokens_generated(), self._busy,
                               time.perf_counter() - self._t0, self.backend.version, self._loads, self._load_s,
-                              self._calls, self._checked, self._samples)
+                              self._calls, self._checked, self._zero_variance, self._samples)
 
 
     def pid(self) -> int:

@@ -23,6 +23,7 @@ class GeneratorStats:
     weight_load_s: float  # seconds spent fetching + loading weights
     calls: int            # calls made at this position, those before this actor included: a replacement starts here
     weight_check: WeightCheck | None = None  # the newest weight-path check: this generator against the learner
+    zero_variance_groups: int = 0  # groups made whose G rewards were all equal (advantage 0 for each)
     samples: tuple = ()   # the newest call's first group as text (run.log_samples_every): one dict a completion
 
 

@@ -68,6 +68,9 @@ class LearnerRankImpl:
             "sample_wait_s": wait, "age_mean": float(info.ages.mean()), "age_max": float(info.ages.max()),
             "reuse_mean": float(info.reuse.mean()), "reward_mean": float(batch.reward.mean()),
             "completion_len": float(np.diff(batch.completion_offsets).mean()),
+            # rollouts whose frozen advantage is 0: with 0/1 rewards, their group's rewards were all equal, and GRPO
+            # takes no gradient from them though they fill batch slots
+            "zero_variance_share": float((batch.advantage == 0).mean()),
             "truncated_share": batch.truncated_share()}
 
     def join_weight_group(self, host: str, port: int, world_size: int) -> None:

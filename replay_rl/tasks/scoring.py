@@ -47,3 +47,9 @@ def score_groups(task: Task, tokenizer, problems: Sequence[Problem], prompts: Se
                 policy_version=oldest, last_version=newest, created_step=created, generator_id=generator_id,
                 finish=c.finish))
     return rollouts
+
+
+def zero_variance_groups(rollouts: Sequence[Rollout], group_size: int) -> int:
+    """How many of score_groups' groups (G rollouts each, in order) had all their rewards equal: their advantages
+    are all 0, so GRPO learns nothing from them."""
+    return sum(len({r.reward for r in rollouts[i:i + group_size]}) == 1 for i in range(0, len(rollouts), group_size))

@@ -110,7 +110,9 @@ def test_load_weights_swaps_the_policy_in_place(backend, warm_model, init_model)
 def test_vllm_request_and_response_translation():
     requests, kwargs = to_vllm_request([np.array([5, 6], np.int32)], SamplingParams(0.0, 0.9, 7, 3))
     assert requests == [{"prompt_token_ids": [5, 6]}]
-    assert kwargs == {"n": 3, "temperature": 0.0, "top_p": 1.0, "max_tokens": 7, "logprobs": 0}
+    # every sampler but temperature and top-p is off by name, not left to vLLM's defaults or the model's files
+    assert kwargs == {"n": 3, "temperature": 0.0, "top_p": 1.0, "max_tokens": 7, "logprobs": 0, "top_k": 0,
+                      "min_p": 0.0, "repetition_penalty": 1.0, "presence_penalty": 0.0, "frequency_penalty": 0.0}
     lp = lambda x: SimpleNamespace(logprob=x)  # noqa: E731  (shape of vllm.sequence.Logprob)
     out = [SimpleNamespace(outputs=[
         SimpleNamespace(token_ids=[7, 1], logprobs=[{7: lp(-0.5), 3: lp(-2.0)}, {1: lp(-0.1)}], finish_reason="stop"),

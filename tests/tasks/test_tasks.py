@@ -118,3 +118,15 @@ def test_arithmetic_asked_in_words_is_read_by_its_last_number_on_the_same_split(
     assert words.reward(p, f"The answer is {p.answer}.") == 1.0 and words.reward(p, p.answer) == 1.0
     assert words.reward(p, f"{p.answer} - 1 = {int(p.answer) - 1}") == 0.0 and words.reward(p, "no idea") == 0.0
     assert words.reward(Problem("", "1234", ""), "= 1,234.") == 1.0
+
+
+def test_zero_variance_groups_are_those_whose_rewards_are_all_equal():
+    from replay_rl.rollout import Rollout
+    from replay_rl.tasks.scoring import zero_variance_groups
+
+    def group(rewards):
+        return [Rollout(np.zeros(1, np.int32), np.zeros(1, np.int32), np.zeros(1, np.float32), r, 0.0, 0.0, False,
+                        0, 0, 0, 0, 0, 0) for r in rewards]
+
+    rollouts = group([0, 0, 0]) + group([1, 0, 1]) + group([1, 1, 1]) + group([0.5, 0.5, 0.5])
+    assert zero_variance_groups(rollouts, 3) == 3 and zero_variance_groups(group([1, 0, 1]), 3) == 0
