@@ -41,15 +41,13 @@ def parse_yaml(text: str, source: str) -> Any:
         raise ConfigError(f"{where}: YAML syntax error: {problem}") from None
 
 
-UNION_TAGS = {"fifo", "lifo_once", "positive_bias", "grpo", "asymre", "object_store", "nccl", "transformers", "vllm",
-         "arithmetic", "countdown", "jsonl_math"}
-
-
-def format_validation_error(e: ValidationError) -> str:
+def format_validation_error(e: ValidationError, union_tags: set[str]) -> str:
+    """One line per error. union_tags: the discriminator values of the config's unions (config.root derives them
+    from the models), which pydantic puts in the path and a user does not write."""
     lines = []
     for err in e.errors():
         # drop pydantic's union-member names from the path: users write replay.delta, not replay.positive_bias.delta
-        loc = ".".join(str(p) for p in err["loc"] if str(p) not in UNION_TAGS and not str(p).startswith("function-"))
+        loc = ".".join(str(p) for p in err["loc"] if str(p) not in union_tags and not str(p).startswith("function-"))
         msg = err["msg"].removeprefix("Value error, ")
         if err["type"] == "extra_forbidden":
             msg = "unknown key; check the spelling with `replay-rl config`"

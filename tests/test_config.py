@@ -136,3 +136,29 @@ def test_a_prompt_template_that_cannot_ask_the_sum_is_refused_in_one_line(templa
         RunConfig.load(None, [f"task.prompt_template={template}"])
     assert "task.prompt_template" in str(e.value) and says in str(e.value) and "\n" not in str(e.value)
     assert RunConfig.load(None, ["task.prompt_template=What is {expr}? Answer."]).task.prompt_template.startswith("What")
+
+
+def test_union_tags_are_read_from_the_models_not_a_hand_kept_list():
+    """config_errors drops these from an error's path; a new union member must be in the set without an edit."""
+    from typing import Annotated, Literal, Union
+
+    from pydantic import BaseModel, Field
+
+    from replay_rl.config.root import union_tags
+
+    assert union_tags(RunConfig) == {"fifo", "lifo_once", "positive_bias", "grpo", "asymre", "object_store", "nccl",
+                                     "transformers", "vllm", "arithmetic", "countdown", "jsonl_math"}
+
+    class A(BaseModel):
+        type: Literal["a"] = "a"
+
+    class B(BaseModel):
+        type: Literal["sglang"] = "sglang"
+
+    class Inner(BaseModel):
+        backend: Annotated[Union[A, B], Field(discriminator="type")] = A()
+
+    class Outer(BaseModel):
+        inner: Inner = Inner()
+
+    assert union_tags(Outer) == {"a", "sglang"}

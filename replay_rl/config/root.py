@@ -144,8 +144,32 @@ class RunConfig(_Section):
         try:
             return cls.model_validate(data)
         except ValidationError as e:
-            raise ConfigError(format_validation_error(e)) from None
+            raise ConfigError(format_validation_error(e, union_tags(cls))) from None
 
     def dump_json(self, path: str | Path) -> None:
         """The resolved config, JSON because it keeps nulls."""
         Path(path).write_text(json.dumps(self.model_dump(mode="json"), indent=2))
+
+
+def union_tags(model: type) -> set[str]:
+    """Every `type` tag of a discriminated union anywhere below `model`, read from the models themselves: a new
+    backend, task or buffer is named here without a hand-kept list."""
+    from typing import get_args
+
+    from pydantic import BaseModel
+
+    def classes(annotation) -> list[type]:
+        if isinstance(annotation, type):
+            return [annotation] if issubclass(annotation, BaseModel) else []
+        return [c for arg in get_args(annotation) for c in classes(arg)]
+
+    tags, seen, todo = set(), set(), [model]
+    while todo:
+        cls = todo.pop()
+        seen.add(cls)
+        for field in cls.model_fields.values():
+            members = classes(field.annotation)
+            if len(members) > 1 or field.discriminator:
+                tags |= {m.model_fields["type"].default for m in members if "type" in m.model_fields}
+            todo += [m for m in members if m not in seen]
+    return tags
