@@ -33,6 +33,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from replay_rl.config import ConfigError, RunConfig  # noqa: E402
+from replay_rl.models.hub import is_hub_id  # noqa: E402
 
 AGENT_RETRIES = 60
 # the `ray` command installed beside this interpreter (a venv's, even when not activated), else the one on PATH
@@ -65,8 +66,8 @@ def skipped(folder: str, names: list[str]) -> set[str]:
 
 def runtime_env(pip: list[str], env: dict[str, str], working_dir: Path = ROOT) -> dict:
     out = {"working_dir": str(working_dir), "excludes": EXCLUDES,
-           # the hub as the cluster's environment says (a hub id in model.path loads through each node's HF cache);
-           # an air-gapped cluster adds HF_HUB_OFFLINE=1 to env
+           # the hub as the cluster's environment says; a hub id in model.path is fetched on the driver's node, and
+           # every node reads that snapshot: HF_HOME on a filesystem all nodes share. Air-gapped: HF_HUB_OFFLINE=1
            "env_vars": {"HF_HUB_DISABLE_PROGRESS_BARS": "1", "TOKENIZERS_PARALLELISM": "false", **env}}
     if pip:
         out["pip"] = pip
@@ -154,7 +155,8 @@ def main(argv: list[str] | None = None) -> int:
         print(f"submit: {e}", file=sys.stderr)
         return 2
     for field, value in (("run.output_dir", cfg.run.output_dir), ("model.path", cfg.model.path)):
-        if not Path(value).is_absolute():  # the job's cwd is Ray's unpacked copy, a new folder per upload
+        if not Path(value).is_absolute() and not (field == "model.path" and is_hub_id(value)):
+            # the job's cwd is Ray's unpacked copy, a new folder per upload
             print(f"submit: warning: {field}={value} is relative, so it lands in Ray's unpacked copy of this "
                   f"checkout on the head; pass -s {field}=/absolute/path to keep it", file=sys.stderr)
     # the CLI sends the token only in token mode; it reads RAY_AUTH_TOKEN, RAY_AUTH_TOKEN_PATH or ~/.ray/auth_token

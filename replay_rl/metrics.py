@@ -53,6 +53,8 @@ class MetricsSink:
 
     def log_samples(self, step: int, rows: list[dict]) -> None:
         """A few completions as text (samples.jsonl, one line each), mirrored to the trackers that take them."""
+        if not rows:
+            return
         with (self.dir / "samples.jsonl").open("a") as f:
             f.writelines(json.dumps({"step": step, **row}) + "\n" for row in rows)
         for tracker in list(self._trackers):

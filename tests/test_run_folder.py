@@ -213,3 +213,7 @@ def test_retention_keeps_the_newest_of_this_runs_checkpoints_only(tmp_path):
     assert [p.name for p in gone] == ["step_2", "step_4"]
     assert sorted(p.name for p in (tmp_path / "checkpoints").iterdir()) == ["step_1", "step_3", "step_6", "step_8"]
     assert latest_own_checkpoint(tmp_path, "aaaa").name == "step_8" and (tmp_path / "final_model").is_symlink()
+    # an extended run's final_model still names its earlier end until the run relinks it: that one stays too
+    (tmp_path / "final_model").unlink()
+    (tmp_path / "final_model").symlink_to("checkpoints/step_6/hf_model")
+    assert prune_checkpoints(tmp_path, "aaaa", 1) == [] and (tmp_path / "checkpoints" / "step_6").is_dir()

@@ -139,6 +139,12 @@ class Roles:
             self.reports_asked = self.reports.all.remote()
         return [s.stats for s in self.slots if s.stats is not None]
 
+    def generator_samples(self) -> list[dict]:
+        """Each generator's newest group as text (run.log_samples_every); none if the reports do not answer within
+        run.hung_probe_s (the samples are a view, never a reason to stall)."""
+        ref = self.reports.samples.remote()
+        return ray.get(ref) if ray.wait([ref], timeout=self.cfg.run.hung_probe_s)[0] else []
+
     def replay_stats(self) -> TableStats:
         """replay.stats(), bounded: a shard that gives no answer within run.stall_timeout_s is recovered as hung
         (its restart answers the same call) instead of holding the driver for ever, and so is a generator that does

@@ -21,7 +21,8 @@ import uuid
 from dataclasses import dataclass
 from pathlib import Path
 
-from replay_rl.driver.checkpoints import checkpoint_dir, clean_stale, is_checkpoint, resolve_resume, staging_dir, verify
+from replay_rl.driver.checkpoints import (STATE_FILE, checkpoint_dir, clean_stale, is_checkpoint, resolve_resume,
+                                          staging_dir, verify)
 from replay_rl.config import ConfigError, RunConfig
 from replay_rl.driver.trackers import LOCAL_STORES
 
@@ -203,9 +204,15 @@ def prune_checkpoints(out: Path, run_id: str | None, keep: int | None) -> list[P
     root = out / "checkpoints"
     if keep is None or run_id is None or not root.is_dir():
         return []
+    linked = (out / "final_model").resolve().parent  # an extended run's earlier end, until the run relinks it
     own = sorted((p for p in root.glob("step_*") if is_checkpoint(p) and read_run_id(p) == run_id), key=step_of)
-    for old in (gone := own[:-keep]):
-        shutil.rmtree(old)
+    gone = [p for p in own[:-keep] if p.resolve() != linked]
+    for old in gone:
+        try:
+            (old / STATE_FILE).unlink()  # first: a delete cut short leaves no folder that passes for a checkpoint
+            shutil.rmtree(old)
+        except OSError as e:  # a busy file on a network filesystem: the run goes on, the folder stays
+            print(f"run.keep_checkpoints: could not delete {old} ({e}); delete it by hand", file=sys.stderr, flush=True)
     return gone
 
 

@@ -133,7 +133,7 @@ def run_roles(cfg: RunConfig, model_path: str, resume: Path | None, restarts: in
             sink.log(step, "train", record)
             log_evals(roles.finished_evals())                                 # evals run beside training
             if cfg.run.log_samples_every and step % cfg.run.log_samples_every == 0:
-                sink.log_samples(step, samples_at(step, roles.generator_stats(wait=True)))
+                sink.log_samples(step, samples_at(step, roles.generator_samples()))
             if step % cfg.run.eval_every == 0 or step == cfg.run.steps:
                 log_evals(roles.start_eval(step, namespaced("ledger", ledger.summary())))
             if checkpoint_due(cfg, step):
@@ -165,9 +165,9 @@ def run_roles(cfg: RunConfig, model_path: str, resume: Path | None, restarts: in
             sink.close(failed=True)  # a no-op after the close of a run that finished
 
 
-def samples_at(step: int, generator_stats: list) -> list[dict]:
+def samples_at(step: int, rows: list[dict]) -> list[dict]:
     """Each generator's newest group as text, with its age now (this step − the version that generated it)."""
-    return [row | {"age": step - row["version"]} for g in generator_stats for row in g.samples]
+    return [row | {"age": step - row["version"]} for row in rows]
 
 
 def eval_lost(cfg: RunConfig, rows: list[dict], step: int) -> bool:

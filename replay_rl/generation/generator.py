@@ -51,7 +51,6 @@ class GeneratorImpl:
         self.pace = pace_for(cfg)  # None: generate as fast as the hardware allows
         self.probe = weight_probe(cfg.task, cfg.model.chat_template, self.tokenizer) if cfg.sync.weight_check else None
         self._unchecked = self._checked = None  # the loaded handle not yet checked; the newest WeightCheck
-        self._samples: tuple = ()
         self._zero_variance = 0
         self._stop = False
         self._groups = self._rollouts = self._loads = 0
@@ -146,16 +145,22 @@ class GeneratorImpl:
                                 lambda c: (min(version_before, c.version), c.version, version_before), self.id)
         self._groups += len(groups)
         self._zero_variance += zero_variance_groups(rollouts, self.cfg.generation.group_size)
-        self._samples = self.as_text(rollouts[:self.cfg.generation.group_size])
+        if self.reports is not None and self.cfg.run.log_samples_every:
+            self.reports.put_samples.remote(self.id, self.as_text(rollouts[:self.cfg.generation.group_size]))
         self.client.insert(RolloutBatch.from_rollouts(rollouts), owner, call)
         self._rollouts += len(rollouts)
         return len(rollouts)
 
     def as_text(self, group) -> tuple[dict, ...]:
-        """A group's completions as a person reads them (run.log_samples_every), special tokens shown."""
-        prompt = self.tokenizer.decode(group[0].prompt_ids) if group else ""
+        """A group's completions as a person reads them (run.log_samples_every), special tokens shown; a text past
+        4000 characters keeps its first 2000 and last 2000."""
+        def text(ids) -> str:
+            s = self.tokenizer.decode(ids)
+            return s if len(s) <= 4000 else f"{s[:2000]} … {s[-2000:]}"
+
+        prompt = text(group[0].prompt_ids) if group else ""
         return tuple({"generator": self.id, "version": r.policy_version, "prompt": prompt,
-                      "completion": self.tokenizer.decode(r.completion_ids), "reward": r.reward,
+                      "completion": text(r.completion_ids), "reward": r.reward,
                       "advantage": r.advantage, "finish": "length" if r.finish == FINISH_LENGTH else "stop"}
                      for r in group)
 
@@ -182,7 +187,7 @@ class GeneratorImpl:
     def stats(self) -> GeneratorStats:
         return GeneratorStats(self.id, self._rollouts, self.backend.tokens_generated(), self._busy,
                               time.perf_counter() - self._t0, self.backend.version, self._loads, self._load_s,
-                              self._calls, self._checked, self._zero_variance, self._samples)
+                              self._calls, self._checked, self._zero_variance)
 
 
     def pid(self) -> int:

@@ -24,7 +24,6 @@ class GeneratorStats:
     calls: int            # calls made at this position, those before this actor included: a replacement starts here
     weight_check: WeightCheck | None = None  # the newest weight-path check: this generator against the learner
     zero_variance_groups: int = 0  # groups made whose G rewards were all equal (advantage 0 for each)
-    samples: tuple = ()   # the newest call's first group as text (run.log_samples_every): one dict a completion
 
 
 @ray.remote(num_cpus=0)
@@ -34,13 +33,23 @@ class GeneratorReports:
 
     def __init__(self) -> None:
         self._latest: dict[int, GeneratorStats] = {}
+        self._samples: dict[int, tuple] = {}
 
     def put(self, stats: GeneratorStats) -> None:
         self._latest[stats.generator_id] = stats
 
+    def put_samples(self, generator_id: int, rows: tuple) -> None:
+        """A generator's newest group as text (run.log_samples_every): kept apart from the stats, which the driver
+        reads every step, so the text crosses to the driver only at the steps that log it."""
+        self._samples[generator_id] = rows
+
+    def samples(self) -> list[dict]:
+        return [row for rows in self._samples.values() for row in rows]
+
     def forget(self, generator_id: int) -> None:
         """A replaced generator's numbers go; its replacement reports its own."""
         self._latest.pop(generator_id, None)
+        self._samples.pop(generator_id, None)
 
     def all(self) -> dict[int, GeneratorStats]:
         return self._latest

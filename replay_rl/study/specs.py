@@ -100,7 +100,11 @@ def task_presets(preset: dict, tasks: list[str] | None) -> dict[str, dict]:
 
 def absolute(cfg: RunConfig) -> RunConfig:
     """cfg with its run folder and model folder as absolute paths: a study's trials run in other processes, perhaps
-    in another working directory (Ray Tune's trial folders)."""
+    in another working directory (Ray Tune's trial folders). A hub id stays one (made absolute, it was a local
+    folder of that name, where the tiny model was built)."""
+    from replay_rl.models.hub import is_hub_id
+
+    model = cfg.model.path if is_hub_id(cfg.model.path) else str(Path(cfg.model.path).absolute())
     return cfg.model_copy(update={
         "run": cfg.run.model_copy(update={"output_dir": str(Path(cfg.run.output_dir).absolute())}),
-        "model": cfg.model.model_copy(update={"path": str(Path(cfg.model.path).absolute())})})
+        "model": cfg.model.model_copy(update={"path": model})})
