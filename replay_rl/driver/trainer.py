@@ -22,7 +22,8 @@ from replay_rl.driver.failures import RunFailed, log_error, resume_hint
 from replay_rl.driver.health import one_line, settle_nodes, with_lost_nodes
 from replay_rl.driver.launch import build
 from replay_rl.driver.preflight import preflight
-from replay_rl.driver.run_folder import FolderLock, final_checkpoint, latest_own_checkpoint, save_checkpoint, start_run
+from replay_rl.driver.run_folder import (FolderLock, final_checkpoint, latest_own_checkpoint, prune_checkpoints,
+                                         save_checkpoint, start_run)
 from replay_rl.driver.session import connect, disconnect, stop_on_signals
 from replay_rl.driver.supervision import death_of
 from replay_rl.driver.trackers import make_trackers
@@ -148,6 +149,7 @@ def run_roles(cfg: RunConfig, model_path: str, resume: Path | None, restarts: in
         final = final_checkpoint(roles, out, step, ledger, run_id, saved)
         sink.close()  # every row on disk before the pictures read them
         model = link_final_model(out, final)
+        prune_checkpoints(out, run_id, cfg.run.keep_checkpoints)  # the earlier end final_model named until now
         # the buffer's whole age / reuse / since-last-use histograms; written after the rest, as the mark of a finished
         # run that a study and the probe's pilot read (a study killed between it and the final checkpoint started the
         # run's extension over)
