@@ -49,7 +49,7 @@ class GeneratorImpl:
         self.weights = make_weight_sync(cfg.sync, "subscriber", board)
         self.params = sampling_params(cfg.generation)
         self.pace = pace_for(cfg)  # None: generate as fast as the hardware allows
-        self.probe = weight_probe(cfg.task, cfg.model.chat_template, self.tokenizer) if cfg.sync.weight_check else None
+        self.probe = weight_probe(self.task, cfg.model.chat_template, self.tokenizer) if cfg.sync.weight_check else None
         self._unchecked = self._checked = None  # the loaded handle not yet checked; the newest WeightCheck
         self._zero_variance = 0
         self._stop = False

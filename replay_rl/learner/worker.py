@@ -20,6 +20,7 @@ from replay_rl.replay.client import ShardDraws
 from replay_rl.rollout import RolloutBatch
 from replay_rl.sync.factory import make_weight_sync
 from replay_rl.sync.object_store import ObjectStorePublisher
+from replay_rl.tasks import make_task
 from replay_rl.tasks.weight_probe import weight_probe
 
 
@@ -30,7 +31,8 @@ class LearnerRankImpl:
         self.draws = ShardDraws(shard, cfg.rank_batch_size)
         self.publisher = make_weight_sync(cfg.sync, "publisher", board)
         self.eval_publisher = ObjectStorePublisher(eval_board)  # the evaluator always reads the object store
-        self.probe = (weight_probe(cfg.task, cfg.model.chat_template, load_tokenizer(model_path))
+        self.probe = (weight_probe(make_task(cfg.task, cfg.task.split_seed), cfg.model.chat_template,
+                                   load_tokenizer(model_path))
                       if cfg.sync.weight_check else None)
 
     # the engine's own calls, which LearnerGroup makes on each rank

@@ -19,6 +19,7 @@ from replay_rl.generation.hf import HFBackend
 from replay_rl.generation.weight_bytes import digest_input
 from replay_rl.models.hf_folder import build_tiny_model, build_tokenizer, load_model, load_tokenizer, save_model_folder
 from replay_rl.sync.weight_check import probe_gap
+from replay_rl.tasks import make_task
 from replay_rl.tasks.weight_probe import weight_probe
 
 pytestmark = [pytest.mark.vllm, pytest.mark.skipif(importlib.util.find_spec("vllm") is None,
@@ -126,7 +127,7 @@ def test_successive_streams_follow_transformers_also_mid_generation(tied_llama, 
     backend, reference = vllm_backend(tied_llama, prefix_caching=prefix_caching), HFBackend(str(tied_llama))
     learner, tok = load_model(tied_llama), load_tokenizer(tied_llama)
     opt = torch.optim.AdamW(learner.parameters(), lr=3e-2)
-    probe = weight_probe(tiny_cfg.task, False, tok)
+    probe = weight_probe(make_task(tiny_cfg.task, tiny_cfg.task.split_seed), False, tok)
     prompts, greedy = [s[:len(s) // 2] for s in probe], SamplingParams(0.0, 1.0, 8, 1)
     assert [g[0].token_ids.tolist() for g in backend.generate(prompts, greedy)] == \
         [g[0].token_ids.tolist() for g in reference.generate(prompts, greedy)]  # version 0, prefixes now cached

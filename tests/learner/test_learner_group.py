@@ -18,6 +18,7 @@ from replay_rl.models.scoring import sequence_logprobs
 from replay_rl.replay.client import ReplayClient, create_shards
 from replay_rl.sync.board import WeightBoard
 from replay_rl.sync.object_store import ObjectStoreSubscriber
+from replay_rl.tasks import make_task
 from replay_rl.tasks.weight_probe import weight_probe
 from tests.learner.steps import assert_same_step
 from tests.replay.helpers import make_batch
@@ -144,7 +145,8 @@ def test_zero_stages_give_the_same_loss_trajectory_and_publish_every_weight_in_b
         # weights' own log-probs of the probe set
         model = load_model(path)
         model.load_state_dict(learner_state)
-        want = sequence_logprobs(model, weight_probe(cfg.task, False, load_tokenizer(path)), 0)
+        probe = weight_probe(make_task(cfg.task, cfg.task.split_seed), False, load_tokenizer(path))
+        want = sequence_logprobs(model, probe, 0)
         assert len(handle.probe) == 4 and all(np.allclose(a, b, atol=1e-5) for a, b in zip(handle.probe, want)), stage
         group.shutdown()
     assert np.allclose(trajectories[0], trajectories[2], rtol=1e-4, atol=1e-6), trajectories

@@ -9,6 +9,7 @@ from replay_rl.generation.hf import HFBackend
 from replay_rl.models.hf_folder import load_model, load_tokenizer
 from replay_rl.models.scoring import sequence_logprobs
 from replay_rl.sync.weight_check import WeightCheck, check_problem, gap_limit, probe_gap
+from replay_rl.tasks import make_task
 from replay_rl.tasks.weight_probe import weight_probe
 
 
@@ -33,7 +34,8 @@ def test_the_limit_and_its_statistic_follow_the_dtype():
 
 def test_the_probe_set_is_the_same_on_every_side_and_ends_at_eos(tiny_cfg, init_model):
     tok = load_tokenizer(init_model)
-    a, b = weight_probe(tiny_cfg.task, False, tok), weight_probe(tiny_cfg.task, False, tok)
+    # two sides, each with the task it built itself
+    a, b = (weight_probe(make_task(tiny_cfg.task, tiny_cfg.task.split_seed), False, tok) for _ in range(2))
     assert len(a) == 4 and all(np.array_equal(x, y) for x, y in zip(a, b))
     assert all(s[-1] == tok.eos_token_id and s.dtype == np.int32 for s in a)
     problems_text = [tok.decode(s[:-1]) for s in a]
@@ -45,7 +47,7 @@ def test_a_skipped_stream_is_named_and_every_loaded_one_passes(tiny_cfg, init_mo
     the generator did not load (its weights one step behind, labelled new) is above the fp32 limit."""
     learner = load_model(init_model)
     generator = HFBackend(str(init_model))
-    probe = weight_probe(tiny_cfg.task, False, load_tokenizer(init_model))
+    probe = weight_probe(make_task(tiny_cfg.task, tiny_cfg.task.split_seed), False, load_tokenizer(init_model))
     (statistic, limit), opt = gap_limit(None, "float32"), torch.optim.AdamW(learner.parameters(), lr=1e-3)
     torch.manual_seed(0)
     for version in (1, 2, 3):
