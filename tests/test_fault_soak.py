@@ -1,5 +1,5 @@
-"""The fault soak's CI sample (benchmarks/fault_soak.py): three faults drawn from a fixed seed, each in a short run
-of the default config on the local runtime, through the soak's own code (plan, trial, checks); every one passes."""
+"""The fault soak's CI sample (benchmarks/fault_soak.py): faults drawn from a fixed seed, each in a short run of the
+default config on the local runtime, through the soak's own code (plan, trial, checks); every one passes."""
 
 import json
 import sys
@@ -10,16 +10,18 @@ import pytest
 ROOT = Path(__file__).parents[1]
 pytestmark = [pytest.mark.slow, pytest.mark.ray, pytest.mark.deepspeed]
 SEED, STEPS = 6, 10  # the generator reports killed, a generator paused, the evaluator paused in a checkpoint
+COVERED = (("generator", "stop"),)  # a paused generator: test_faults.py makes that fault in a run of its own
 
 
-# 500 s here beside a running benchmark on 2 cores (two of the three faults restart every role), over the suite's
-# 600 s per test
+# 500 s here beside a running benchmark on 2 cores (both faults restart every role), over the suite's 600 s per test
 @pytest.mark.timeout(900)
-def test_three_seeded_faults_on_the_local_runtime_are_survived(warm_model, tmp_path):
+def test_the_seeded_faults_no_other_test_makes_are_survived_on_the_local_runtime(warm_model, tmp_path):
     sys.path.insert(0, str(ROOT / "benchmarks"))
     from fault_soak import Local, markdown, plan, run_settings, soak
 
-    trials = plan(SEED, 3, cluster=False, steps=STEPS)
+    # the seed's plan, less the faults another test makes: the suite runs within its 25 minutes on 2 cores
+    trials = [t for t in plan(SEED, 3, cluster=False, steps=STEPS) if (t.role, t.fault) not in COVERED]
+    assert len(trials) == 2, trials
     outcomes = soak(trials, Local(warm_model[0]), tmp_path, run_settings(STEPS, checkpoint_every=3))
     table = markdown(outcomes, {"cluster": False, "date": "", "commit": "", "command": "", "wall_s": 0})
     assert all(o.passed for o in outcomes), table

@@ -87,6 +87,29 @@ def test_a_dead_role_in_a_stall_is_recovered_by_its_own_restarts():
     assert supervisor.calls == [("shard", 1, "died"), ("generator", 0, "died")]
 
 
+def test_learner_ranks_that_hold_a_step_are_hung_only_after_a_second_window(capsys):
+    """A step a loaded box slowed gets one more run.stall_timeout_s before every role restarts from a checkpoint;
+    a second stall of the same step is the ranks' death, and a later step's stall starts its own first window."""
+    from replay_rl.driver.failures import RunFailed
+    from replay_rl.driver.supervisor import Supervisor
+
+    class Stalled(Supervisor):
+        def diagnose(self, consumer_version):
+            return "stalled", Hung(learners=f"learner ranks took step {consumer_version + 1}'s batches (hung)")
+
+        def died(self, death, role=""):
+            return RunFailed(death, death)
+
+    supervisor = Stalled(SimpleNamespace(cfg=RunConfig.load(None, ["run.stall_timeout_s=20"])), spawn=None)
+    supervisor.recover_hung(3)
+    assert "learner ranks took step 4's batches yet: waiting run.stall_timeout_s=20s more" in capsys.readouterr().err
+    with pytest.raises(RunFailed, match="step 4's batches"):
+        supervisor.recover_hung(3)
+    supervisor.recover_hung(4)  # the next step's first window
+    with pytest.raises(RunFailed, match="step 5's batches"):
+        supervisor.recover_hung(4)
+
+
 def test_a_shard_says_whether_its_rank_took_its_batch_or_has_not_asked(tmp_path):
     spec = shard_spec(RunConfig.load(None, ["cluster.learners=1", "learner.batch_size=4", "replay.capacity=16",
                                             "cluster.emulate=null", f"run.output_dir={tmp_path}"]))

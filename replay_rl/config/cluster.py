@@ -141,7 +141,7 @@ class RunSettings(_Section):
     """Seconds without a finished learner step (or a shard's answer to the per-step stats call) before the driver
     asks who waits on what. A role that does not answer then is hung and recovered as if it died (see hung_probe_s);
     a rule that holds the step (the pace, the limiter, caps) stops the run with one line naming it. Must exceed the
-    slowest step: learner ranks that hold a step this long count as hung. Lower detects a hung role sooner."""
+    slowest step: learner ranks that hold a step twice this long count as hung. Lower detects a hung role sooner."""
     hung_probe_s: float = Field(10.0, gt=0)
     """How long a stalled step's probes (a shard's reason for waiting, a generator's stats) wait for an answer; an
     actor silent that long is hung (paused, a wedged device or filesystem) and is killed and recovered as its death

@@ -27,6 +27,7 @@ class Supervisor:
 
     def __init__(self, roles, spawn: Callable[[int, int], object]) -> None:
         self.roles, self.spawn = roles, spawn
+        self.slow_step: int | None = None  # the consumer version whose step the learner ranks were given more time
 
     def died(self, death: str, role: str = "") -> RunFailed:
         """A death's failure: `role` (e.g. "learner rank 1") names the node it ran on, and whether that node left."""
@@ -60,11 +61,19 @@ class Supervisor:
 
     def recover_hung(self, consumer_version: int) -> None:
         """Kill and recover each role that does not answer once a step stalled, as its death would be recovered;
-        a rule that holds the step, or a role past its restarts, ends the run with the stall's diagnosis."""
+        a rule that holds the step, or a role past its restarts, ends the run with the stall's diagnosis. Learner
+        ranks that hold their step are hung only once it stalls a second window in a row."""
         line, hung = self.diagnose(consumer_version)
         if hung is None:
             raise RunFailed(line)
         r = self.roles.cfg.run
+        if hung.learners and self.slow_step != consumer_version:
+            # every role answers and the ranks hold their batches: a step slowed by a loaded box looks the same as
+            # a hang for one window, and the ranks' recovery (every role from a checkpoint) is the costliest
+            self.slow_step = consumer_version
+            print(f"{line}; {hung.learners.removesuffix(' (hung)')} yet: waiting run.stall_timeout_s="
+                  f"{r.stall_timeout_s:g}s more before treating them as hung", file=sys.stderr, flush=True)
+            return
         try:
             self.recover(hung, hung.how or f"did not answer in {r.hung_probe_s:g}s after {r.stall_timeout_s:g}s "
                          "without a learner step")
