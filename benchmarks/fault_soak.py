@@ -194,7 +194,7 @@ def main(argv: list[str] | None = None) -> int:
     if planned and (not planned.is_file() or json.loads(planned.read_text()) != asked):
         ap.error(f"--resume {args.resume}: not a soak folder planned with {asked} (its plan.json); pass the same "
                  "--trials, --seed and --cluster, or start a new soak without --resume")
-    os.chdir(ROOT)  # the default config's model.path is relative to the checkout
+    os.chdir(ROOT)  # the default config's model.build_dir is relative to the checkout
     model = str(ensure_model(RunConfig.load(None, [])).resolve())  # built once here rather than in trial 0
     workdir = args.resume or Path(tempfile.mkdtemp(prefix="fault_soak-", dir=args.workdir))
     (workdir / "plan.json").write_text(json.dumps(asked))

@@ -98,7 +98,7 @@ def run_config(path: Path, args, rollouts: int, budget: int | None):
 def engine_for(cfg):
     from replay_rl.learner.engine import LearnerEngine
 
-    engine = LearnerEngine(cfg, 0, cfg.model.path)
+    engine = LearnerEngine(cfg, 0, cfg.model.start_from)
     engine.setup("127.0.0.1", free_port())
     return engine
 

@@ -50,9 +50,10 @@ def main() -> int:
         line("nccl sync contract", None, "one GPU: NCCL needs a device per rank (gloo covers the same code)")
     out = Path(args.workdir)
     # run.overwrite: a check run again in the same workdir starts over (its model folder, beside it, is kept)
-    overrides = [f"model.path={out / 'model'}", f"run.output_dir={out / 'run'}", "run.overwrite=true", "run.steps=5",
-                 "run.eval_every=5", "run.eval_prompts=32", "model.tiny.hidden_size=256", "model.tiny.num_layers=4",
-                 "model.tiny.intermediate_size=768", "model.dtype=bfloat16", "generation.backend.type=vllm",
+    overrides = [f"model.build_dir={out / 'model'}", f"run.output_dir={out / 'run'}", "run.overwrite=true",
+                 "run.steps=5", "run.eval_every=5", "run.eval_prompts=32", "model.tiny.hidden_size=256",
+                 "model.tiny.num_layers=4", "model.tiny.intermediate_size=768", "model.dtype=bfloat16",
+                 "generation.backend.type=vllm",
                  "generation.backend.gpu_memory_utilization=0.3", "generation.backend.enforce_eager=true",
                  "cluster.generators=1", "cluster.learners=1", "cluster.gpus_per_generator=0.5",
                  "cluster.gpus_per_learner=0.5", "learner.batch_size=16", "replay.capacity=64",

@@ -62,7 +62,7 @@ def warmstart(src: Path = typer.Argument(..., help="HF model folder to start fro
 
 @app.command("eval")
 def eval_(model: Optional[Path] = typer.Argument(None, help="HF model folder; default: run.output_dir/final_model, "
-                                                       "else model.path"),
+                                                       "else model.path (or model.build_dir)"),
           config: Optional[Path] = ConfigOpt, set_: Optional[List[str]] = SetOpt,
           k: Optional[int] = typer.Option(None, help="k of pass@k; default run.eval_k")) -> None:
     """pass@1 (greedy and sampled) and pass@k on the task's eval split."""
@@ -70,16 +70,18 @@ def eval_(model: Optional[Path] = typer.Argument(None, help="HF model folder; de
     from replay_rl.generation.hf import HFBackend
     from replay_rl.models.hf_folder import load_tokenizer
     from replay_rl.tasks import make_task
-
     from replay_rl.driver.preflight import check_model_folder
+    from replay_rl.models.hub import local_or_hub_model
 
     cfg = _load(config, set_)
     trained = Path(cfg.run.output_dir) / "final_model"
-    path = model or (trained if (trained / "config.json").is_file() else Path(cfg.model.path))
+    field = "model.path" if cfg.model.path is not None else "model.build_dir"
     with _config_errors_exit_2():
-        check_model_folder(path, "MODEL" if model else "model.path")
+        path = model or (trained if (trained / "config.json").is_file() else
+                         local_or_hub_model(cfg.model.path) if cfg.model.path else Path(cfg.model.build_dir))
+        check_model_folder(path, "MODEL" if model else field)
     typer.echo(f"scoring {path}" + ("" if model else " (the run's final model)" if path == trained else
-                                   " (model.path: no final_model in run.output_dir yet)"), err=True)
+                                   f" ({field}: no final_model in run.output_dir yet)"), err=True)
     backend = HFBackend(str(path), cfg.model.dtype)
     result = evaluate_for_run(backend, load_tokenizer(path), make_task(cfg.task, cfg.task.split_seed), cfg, k)
     typer.echo(json.dumps(result))

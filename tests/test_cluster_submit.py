@@ -92,7 +92,7 @@ def test_the_readme_stock_ray_job_submit_line_works_as_written(head, warm_model,
     subprocess.run(["git", "clone", "-q", str(ROOT), str(workdir)], check=True)
     (workdir / "runs" / "models").mkdir(parents=True)
     # the README's line names the default model folder: the session's warm model (same settings) stands in for it
-    (workdir / ModelConfig().path).symlink_to(Path(warm_model[0]).resolve())
+    (workdir / ModelConfig().build_dir).symlink_to(Path(warm_model[0]).resolve())
     env = {k: v for k, v in os.environ.items() if k not in ("RAY_AUTH_MODE", "RAY_AUTH_TOKEN", "RAY_ADDRESS")}
     env["PATH"] = PATH
     # placed as a GPU cluster keeps inference and training apart: by the nodes' custom resources

@@ -33,8 +33,9 @@ def bad_inputs(tmp):
     return {
         "yaml syntax": (["-c", str(tmp / "bad.yaml")], "bad.yaml:3:6: YAML syntax error"),
         "yaml in --set": (["-s", "run.steps=[1,"], "--set 'run.steps=[1,'"),
-        "missing model": (["-s", f"model.path={tmp / 'nope'}", "-s", "model.create_if_missing=false"],
-                          "model.path '" + str(tmp / "nope") + "': no such folder"),
+        "missing model": (["-s", f"model.path={tmp / 'nope'}"], "model.path '" + str(tmp / "nope") + "': no such "
+                          "folder, and not a hub id"),
+        "nothing to start from": (["-s", "model.build=null"], "model.path is unset and model.build is null"),
         "not an HF folder": (["-s", f"model.path={tmp / 'not_a_model'}"], "is not an HF model folder"),
         "malformed jsonl": ([*jsonl, f"task.path={tmp / 'broken.jsonl'}"], "broken.jsonl:2: not valid JSON"),
         "empty answer": ([*jsonl, f"task.path={tmp / 'empty_answer.jsonl'}"], "empty_answer.jsonl:2: empty answer"),
@@ -44,7 +45,7 @@ def bad_inputs(tmp):
     }
 
 
-CASES = ["yaml syntax", "yaml in --set", "missing model", "not an HF folder", "malformed jsonl", "empty answer",
+CASES = ["yaml syntax", "yaml in --set", "missing model", "nothing to start from", "not an HF folder", "malformed jsonl", "empty answer",
          "tiny jsonl", "not a checkpoint", "cluster too small"]
 
 
@@ -68,6 +69,27 @@ def test_a_hub_id_offline_is_one_line_and_never_builds_a_tiny_model(tmp_path):
     assert proc.returncode == 2 and line.startswith("model.path 'Qwen/Qwen2.5-1.5B-Instruct' is not a local folder")
     assert "HF_HUB_OFFLINE=1" in line and "hf download Qwen/Qwen2.5-1.5B-Instruct" in line
     assert not (tmp_path / "Qwen").exists() and not (tmp_path / "runs").exists()
+
+
+def test_a_mistyped_model_folder_is_one_line_and_never_builds_a_tiny_model(tmp_path):
+    """A named path is loaded, never built, though the config builds the tiny model when model.path is unset."""
+    proc = subprocess.run([sys.executable, "-m", "replay_rl.cli", "train", "-c", str(ROOT / "configs/tiny_cpu.yaml"),
+                           "-s", "model.path=runs/models/arith2-warm-33"], capture_output=True, text=True,
+                          timeout=60, cwd=tmp_path, env={**os.environ, "PYTHONPATH": str(ROOT)})
+    (line,) = proc.stderr.strip().splitlines()
+    assert proc.returncode == 2 and line.startswith("model.path 'runs/models/arith2-warm-33': no such folder"), line
+    assert "leave model.path unset to build model.build at model.build_dir" in line
+    assert not (tmp_path / "runs").exists()
+
+
+def test_a_config_from_before_build_dir_loads_as_it_was_meant():
+    """create_if_missing: true built at path (now build_dir); false loaded path (now: path set)."""
+    from replay_rl.config import RunConfig
+
+    built = RunConfig.load(None, ["model.path=runs/models/x", "model.create_if_missing=true"]).model
+    assert (built.path, built.build_dir, built.start_from) == (None, "runs/models/x", "runs/models/x")
+    named = RunConfig.load(None, ["model.path=/models/q", "model.create_if_missing=false"]).model
+    assert (named.path, named.start_from) == ("/models/q", "/models/q")
 
 
 def test_a_hub_id_in_the_hf_cache_resolves_to_its_snapshot_offline(tmp_path, warm_model, monkeypatch):

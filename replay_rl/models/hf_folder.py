@@ -103,7 +103,8 @@ def load_model(path: str | Path, dtype: str = "float32", attn_implementation: st
     p = Path(path)
     if not (p / "config.json").is_file():
         raise FileNotFoundError(f"model.path {str(p)!r} is not an HF model folder (no config.json); run "
-                                f"`replay-rl init-model` / `replay-rl warmstart`, or set model.create_if_missing=true")
+                                "`replay-rl init-model` / `replay-rl warmstart`, or leave model.path unset to build "
+                                "model.build")
     return AutoModelForCausalLM.from_pretrained(str(p), dtype=getattr(torch, dtype),
                                                 attn_implementation=usable_attention(attn_implementation))
 

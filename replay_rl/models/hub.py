@@ -1,7 +1,8 @@
-"""A model named by its hub id (`org/name`): resolved through the HF cache as the user's environment says (online:
-downloaded once into the cache; HF_HUB_OFFLINE=1: the cache alone). Never built: a tiny model is built only at a
-local path, so `-s model.path=Qwen/Qwen2.5-1.5B-Instruct` loads Qwen or stops in one line, and never trains a toy
-in a folder of that name (which it did)."""
+"""The model a user names in model.path: a local folder, or a hub id (`org/name`) resolved through the HF cache as
+the user's environment says (online: downloaded once into the cache; HF_HUB_OFFLINE=1: the cache alone). Never
+built: a tiny model is built only at model.build_dir when model.path is unset, so `-s
+model.path=Qwen/Qwen2.5-1.5B-Instruct` loads Qwen or stops in one line, and never trains a toy in a folder of that
+name (which it did), nor does a mistyped folder."""
 
 from __future__ import annotations
 
@@ -33,3 +34,16 @@ def resolve_hub_model(repo_id: str, field: str = "model.path") -> Path:
         raise ConfigError(f"{field} {repo_id!r} is not a local folder and the hub could not provide it ({why}); "
                           f"download it where the run starts (`hf download {repo_id}`), or point {field} at a local "
                           "HF model folder") from None
+
+
+def local_or_hub_model(path: str, field: str = "model.path") -> Path:
+    """The model folder `path` names: a local HF folder, or a hub id's cached snapshot; one line naming `field` if
+    it is neither (nothing is built there)."""
+    if is_hub_id(path):
+        return resolve_hub_model(path, field)
+    folder = Path(path)
+    if not folder.exists():
+        raise ConfigError(f"{field} {path!r}: no such folder, and not a hub id (org/name); point it at an HF model "
+                          "folder (config.json + weights + tokenizer) or a hub id. Nothing is built at a path you "
+                          "name: leave model.path unset to build model.build at model.build_dir")
+    return folder

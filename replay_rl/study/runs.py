@@ -50,7 +50,7 @@ def load_run(cfg: RunConfig) -> dict:
             "eval_problems": evals[-1]["eval/eval_problems"], "train_steps": col(trains, "step"),
             "entropy": col(trains, "batch/entropy"), "reward": col(trains, "batch/reward_mean"),
             "pass_at_k": pass_at_k_curves(evals),
-            "model_sha256": model_checksum(cfg.model.path), "seed": cfg.run.seed,
+            "model_sha256": model_checksum(cfg.model.start_from), "seed": cfg.run.seed,
             "overlap_prev": [r.get("buffer/overlap_prev") for r in trains], "age_mean": col(trains, "batch/age_mean"),
             "clip_fraction": col(trains, "batch/clip_fraction"), "ratio_mean": col(trains, "batch/ratio_mean"),
             "replay_ratio": hist["replay_ratio"], "age_hist": hist["age_hist"], "reuse_hist": hist["reuse_hist"],

@@ -104,7 +104,9 @@ def absolute(cfg: RunConfig) -> RunConfig:
     folder of that name, where the tiny model was built)."""
     from replay_rl.models.hub import is_hub_id
 
-    model = cfg.model.path if is_hub_id(cfg.model.path) else str(Path(cfg.model.path).absolute())
+    field = "path" if cfg.model.path is not None else "build_dir"
+    model = cfg.model.start_from
+    model = model if is_hub_id(model) else str(Path(model).absolute())
     return cfg.model_copy(update={
         "run": cfg.run.model_copy(update={"output_dir": str(Path(cfg.run.output_dir).absolute())}),
-        "model": cfg.model.model_copy(update={"path": model})})
+        "model": cfg.model.model_copy(update={field: model})})
