@@ -147,7 +147,7 @@ def test_union_tags_are_read_from_the_models_not_a_hand_kept_list():
     from replay_rl.config.root import union_tags
 
     assert union_tags(RunConfig) == {"fifo", "lifo_once", "positive_bias", "grpo", "asymre", "object_store", "nccl",
-                                     "transformers", "vllm", "arithmetic", "countdown", "jsonl_math"}
+                                     "transformers", "vllm", "arithmetic", "countdown", "jsonl_math", "dataset"}
 
     class A(BaseModel):
         type: Literal["a"] = "a"

@@ -8,13 +8,14 @@ from replay_rl.config.model import ModelConfig, TinyModelSpec, WarmstartConfig
 from replay_rl.config.replay import (FifoReplayConfig, LifoOnceReplayConfig, PositiveBiasReplayConfig, RateLimitConfig,
                                      ReplayConfig)
 from replay_rl.config.root import RunConfig
-from replay_rl.config.tasks import ArithmeticTaskConfig, CountdownTaskConfig, JsonlMathTaskConfig, TaskConfig
+from replay_rl.config.tasks import (ArithmeticTaskConfig, CountdownTaskConfig, DatasetTaskConfig, JsonlMathTaskConfig,
+                                    TaskConfig)
 from replay_rl.config.tracking import TrackingConfig
 from replay_rl.config_errors import ConfigError
 
 __all__ = ["ArithmeticTaskConfig", "AsymreLossConfig", "ClusterConfig", "ConfigError", "CountdownTaskConfig",
-           "EmulatedClusterConfig", "FifoReplayConfig", "GenerationConfig", "GrpoLossConfig", "HFBackendConfig",
-           "JsonlMathTaskConfig", "LearnerConfig", "LifoOnceReplayConfig", "ModelConfig", "NcclSyncConfig",
-           "ObjectStoreSyncConfig", "PositiveBiasReplayConfig", "RateLimitConfig", "ReplayConfig", "RunConfig",
-           "RunSettings", "SyncConfig", "TaskConfig", "TinyModelSpec", "TrackingConfig", "VLLMBackendConfig",
-           "WarmstartConfig"]
+           "DatasetTaskConfig", "EmulatedClusterConfig", "FifoReplayConfig", "GenerationConfig", "GrpoLossConfig",
+           "HFBackendConfig", "JsonlMathTaskConfig", "LearnerConfig", "LifoOnceReplayConfig", "ModelConfig",
+           "NcclSyncConfig", "ObjectStoreSyncConfig", "PositiveBiasReplayConfig", "RateLimitConfig", "ReplayConfig",
+           "RunConfig", "RunSettings", "SyncConfig", "TaskConfig", "TinyModelSpec", "TrackingConfig",
+           "VLLMBackendConfig", "WarmstartConfig"]

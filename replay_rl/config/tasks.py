@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Annotated, Literal, Union
 
 from pydantic import Field, field_validator
@@ -73,6 +74,39 @@ class JsonlMathTaskConfig(_TaskCommon):
     """Python format string for the prompt; `{question}` is replaced, literal braces are doubled."""
 
 
+class DatasetTaskConfig(_TaskCommon):
+    type: Literal["dataset"] = "dataset"
+    """Your own data and reward: rows of a JSONL or parquet file, each scored by your function (`reward`)."""
+    path: str
+    """The training rows: a .jsonl or .parquet file, one problem per row."""
+    eval_path: str | None = None
+    """The held-out rows, from a file of their own (a dataset's test split). None: a seeded `eval_fraction` of
+    `path`, the same in every run."""
+    eval_fraction: float = Field(0.05, gt=0, lt=1)
+    """Share of `path`'s rows held out for evaluation when `eval_path` is unset."""
+    prompt_template: str = "{question}"
+    """The prompt: a Python format string over the row's columns (`{question}`; a literal brace is doubled)."""
+    answer_field: str = "answer"
+    """The column handed to the reward as `answer` (the reference); every other column goes to it by its name."""
+    reward: str = "replay_rl.tasks.rewards:boxed_match"
+    """Your reward function, `package.module:function` or `path/to/file.py:function`, called as
+    `f(completion, answer, **columns)` and returning a number in [0, 1]. Checked before Ray starts on the first
+    training row. The default: 1 when the completion's last \\boxed{} (or last number) equals the answer."""
+    correct_threshold: float = Field(1.0, gt=0, le=1)
+    """A reward at or above this counts as a correct completion (pass@k, the reward-rate metrics)."""
+
+    @field_validator("reward")
+    @classmethod
+    def _module_and_function(cls, spec: str) -> str:
+        where, _, name = spec.rpartition(":")
+        if not where or not name.isidentifier():
+            raise ValueError(f"{spec!r} must be package.module:function or path/to/file.py:function")
+        if where.endswith(".py") and Path(where).is_file():  # absolute where the config is read: Ray's actors
+            return f"{Path(where).resolve()}:{name}"      # do not share the driver's working directory
+        return spec
+
+
 TaskConfig = Annotated[
-    Union[ArithmeticTaskConfig, CountdownTaskConfig, JsonlMathTaskConfig], Field(discriminator="type")
+    Union[ArithmeticTaskConfig, CountdownTaskConfig, JsonlMathTaskConfig, DatasetTaskConfig],
+    Field(discriminator="type")
 ]

@@ -36,6 +36,9 @@ def check_model(cfg: RunConfig) -> None:
         check_model_folder(local_or_hub_model(cfg.model.path))
     elif Path(cfg.model.build_dir).exists():
         check_model_folder(Path(cfg.model.build_dir), "model.build_dir")
+    elif cfg.model.build == "tiny" and cfg.task.type == "dataset":
+        raise ConfigError("model.build=tiny warm-starts on the task's own demonstrations, which task.type=dataset "
+                          "does not have; set model.path to your model (or model.build=smollm2_135m)")
 
 
 def check_model_folder(path: Path, field: str = "model.path") -> None:

@@ -19,3 +19,6 @@ def make_task(cfg: TaskConfig, seed: int) -> Task:
         case "jsonl_math":
             from replay_rl.tasks.jsonl_math import JsonlMathTask
             return JsonlMathTask(cfg, seed)
+        case "dataset":
+            from replay_rl.tasks.dataset import DatasetTask
+            return DatasetTask(cfg, seed)

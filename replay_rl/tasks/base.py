@@ -5,7 +5,7 @@ from __future__ import annotations
 import hashlib
 import math
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Protocol
 
 import numpy as np
@@ -16,6 +16,8 @@ class Problem:
     prompt: str   # text the model continues
     answer: str   # reference answer the verifier compares against (a demonstration for synthetic tasks)
     key: str      # stable identity used for the train/eval split
+    # a dataset row's other columns, handed to a user's reward by name (task.type=dataset)
+    columns: dict = field(default_factory=dict, compare=False, repr=False)
 
 
 class Task(Protocol):

@@ -18,14 +18,14 @@ from replay_rl.tasks.base import Problem, in_eval_split
 _NUMBER = re.compile(r"-?\d[\d,]*(?:\.\d+)?(?:/\d+)?")
 
 
-def load_rows(path: Path) -> list[dict]:
+def load_rows(path: Path, field: str = "task.path") -> list[dict]:
     if not path.is_file():
-        raise FileNotFoundError(f"task.path {str(path)!r} not found; point it at a .jsonl or .parquet file")
+        raise FileNotFoundError(f"{field} {str(path)!r} not found; point it at a .jsonl or .parquet file")
     if path.suffix == ".parquet":
         try:
             import pyarrow.parquet as pq
         except ImportError as e:
-            raise ImportError("task.path is parquet: install pyarrow (pip install 'replay-rl[math]')") from e
+            raise ImportError(f"{field} is parquet: install pyarrow (pip install 'replay-rl[math]')") from e
         return pq.read_table(path).to_pylist()
     rows = []
     for n, line in enumerate(path.read_text().splitlines(), 1):
@@ -33,7 +33,7 @@ def load_rows(path: Path) -> list[dict]:
             try:
                 rows.append(json.loads(line))
             except json.JSONDecodeError as e:
-                raise ValueError(f"task.path {path}:{n}: not valid JSON ({e.msg})") from None
+                raise ValueError(f"{field} {path}:{n}: not valid JSON ({e.msg})") from None
     return rows
 
 
@@ -78,7 +78,7 @@ def extract_answer(completion: str) -> str | None:
     return numbers[-1] if numbers else None
 
 
-def _normalise(s: str) -> str:
+def normalise_answer(s: str) -> str:
     s = s.strip().strip("$").replace(",", "").replace(" ", "").rstrip(".")
     try:
         return repr(float(s))
@@ -118,7 +118,7 @@ class JsonlMathTask:
             return 0.0
         if self._verify is not None:
             return 1.0 if self._verify(problem.answer, pred) else 0.0
-        return 1.0 if _normalise(pred) == _normalise(problem.answer) else 0.0
+        return 1.0 if normalise_answer(pred) == normalise_answer(problem.answer) else 0.0
 
     def demonstration(self, problem: Problem) -> str:
         return f" \\boxed{{{problem.answer}}}"

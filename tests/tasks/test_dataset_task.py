@@ -1,0 +1,121 @@
+"""task.type=dataset: your rows and your reward function. The shipped example (examples/word_problems, a reward in
+its own file) scores completions through the generator's own scoring code with a real tokenizer, every other column
+reaching the reward by name; each way a reward hook can be wrong is one line and exit 2 before Ray starts."""
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from replay_rl.config import RunConfig
+from replay_rl.generation.backend import Completion
+from replay_rl.rollout import FINISH_STOP
+from replay_rl.tasks import make_task
+from replay_rl.tasks.scoring import score_groups
+
+ROOT = Path(__file__).resolve().parents[2]
+EXAMPLE = ROOT / "configs" / "smollm2_word_problems_cpu.yaml"
+
+
+def test_the_example_scores_completions_through_the_users_reward_with_every_column(warm_model, tmp_path):
+    from replay_rl.models.hf_folder import load_tokenizer
+
+    seen = tmp_path / "seen.py"  # a reward that records what it was given, as a user's would read it
+    seen.write_text("import json\nCALLS = []\n\ndef reward(completion, answer, **columns):\n"
+                    "    CALLS.append({'completion': completion, 'answer': answer, **columns})\n"
+                    "    return 1.0 if completion.strip() == answer else 0.0\n")
+    cfg = RunConfig.load(str(EXAMPLE), [f"task.reward={seen}:reward"])
+    task = make_task(cfg.task, cfg.task.split_seed)
+    assert len(task.eval_problems()) == 200  # the test file, not a share of the training file
+    assert not {p.key for p in task.eval_problems()} & {p.key for p in task.sample_train(600, np.random.default_rng(0))}
+    tokenizer = load_tokenizer(warm_model[0])
+    problem = task.eval_problems()[0]
+    texts = [problem.answer, "unknown"]
+    ids = [np.asarray(tokenizer(t, add_special_tokens=False)["input_ids"], np.int32) for t in texts]
+    group = [Completion(i, np.zeros(len(i), np.float32), FINISH_STOP, 0) for i in ids]
+    (right, wrong) = score_groups(task, tokenizer, [problem], [np.zeros(1, np.int32)], [group], [0],
+                                  lambda c: (0, 0, 0), 0)
+    assert (right.reward, wrong.reward, right.correct, wrong.correct) == (1.0, 0.0, True, False)
+    assert right.advantage > 0 > wrong.advantage
+    calls = sys.modules[next(m for m in sys.modules if m.startswith("replay_rl_reward_"))].CALLS
+    assert calls[-1]["answer"] == problem.answer and calls[-1]["question"] in problem.prompt
+    assert calls[-1]["operation"] in ("add", "subtract", "multiply") and calls[-1]["completion"] == "unknown"
+
+
+def test_the_shipped_reward_file_gives_partial_credit_for_the_format():
+    cfg = RunConfig.load(str(EXAMPLE), [])
+    task = make_task(cfg.task, 0)
+    problem = task.eval_problems()[0]
+    assert [task.reward(problem, c) for c in (f"It is {problem.answer}.", "It is 1000.", "I do not know")] == [
+        1.0, 0.1, 0.0]
+
+
+def test_without_an_eval_file_a_seeded_share_of_the_rows_is_held_out():
+    cfg = RunConfig.load(str(EXAMPLE), ["task.eval_path=null", "task.eval_fraction=0.1"])
+    a, b = make_task(cfg.task, 0), make_task(cfg.task, 0)
+    assert [p.key for p in a.eval_problems()] == [p.key for p in b.eval_problems()]
+    assert 30 < len(a.eval_problems()) < 90
+
+
+REWARDS = {  # a reward file's body → what its one line says
+    "import error": ("import nosuchmodule\ndef reward(c, a, **k):\n    return 1.0\n",
+                     "importing {file} failed: ModuleNotFoundError: No module named 'nosuchmodule'"),
+    "no such function": ("def score(c, a, **k):\n    return 1.0\n", "has no function 'reward'"),
+    "not a function": ("reward = 3\n", "has no function 'reward' (reward is a int)"),
+    "wrong signature": ("def reward(completion, answer):\n    return 1.0\n",
+                        "cannot be called as f(completion, answer, **columns) with this data's columns"),
+    "a string": ("def reward(c, a, **k):\n    return '1'\n", "returned '1' (str)"),
+    "None": ("def reward(c, a, **k):\n    return None\n", "returned None (NoneType)"),
+    "NaN": ("def reward(c, a, **k):\n    return float('nan')\n", "returned nan"),
+    "out of range": ("def reward(c, a, **k):\n    return 5\n", "returned 5.0"),
+    "raises": ("def reward(c, a, **k):\n    return 1 / 0\n", "raised ZeroDivisionError"),
+}
+
+
+@pytest.mark.parametrize("case", sorted(REWARDS))
+def test_each_reward_hook_mistake_is_one_line_before_ray(tmp_path, case):
+    body, expected = REWARDS[case]
+    file = tmp_path / "my_reward.py"
+    file.write_text(body)
+    proc = subprocess.run([sys.executable, "-m", "replay_rl.cli", "train", "-c", str(EXAMPLE),
+                           "-s", f"task.reward={file}:reward", "-s", f"model.build_dir={tmp_path / 'model'}",
+                           "-s", f"run.output_dir={tmp_path / 'run'}"], capture_output=True, text=True,
+                          timeout=60, cwd=ROOT)
+    lines = proc.stderr.strip().splitlines()
+    assert proc.returncode == 2 and len(lines) == 1, proc.stderr[-2000:]
+    assert lines[0].startswith(f"task.reward '{file}:reward'") and expected.format(file=file) in lines[0], lines[0]
+    assert not (tmp_path / "run").exists() and not (tmp_path / "model").exists()
+
+
+@pytest.mark.parametrize("spec, expected", [
+    ("no_colon", "must be package.module:function or path/to/file.py:function"),
+    ("nosuch.module:reward", "task.reward 'nosuch.module:reward': importing nosuch.module failed"),
+    ("missing_file.py:reward", "importing missing_file.py failed: FileNotFoundError"),
+])
+def test_a_reward_that_names_nothing_is_one_line(tmp_path, spec, expected):
+    proc = subprocess.run([sys.executable, "-m", "replay_rl.cli", "train", "-c", str(EXAMPLE), "-s",
+                           f"task.reward={spec}", "-s", f"model.build_dir={tmp_path / 'model'}"],
+                          capture_output=True, text=True, timeout=60, cwd=ROOT)
+    (line,) = proc.stderr.strip().splitlines()
+    assert proc.returncode == 2 and expected in line, line
+
+
+def test_a_tiny_model_cannot_be_warm_started_on_a_dataset(tmp_path):
+    proc = subprocess.run([sys.executable, "-m", "replay_rl.cli", "train", "-c", str(EXAMPLE), "-s", "model.build=tiny",
+                           "-s", f"model.build_dir={tmp_path / 'm'}"], capture_output=True, text=True, timeout=60,
+                          cwd=ROOT)
+    (line,) = proc.stderr.strip().splitlines()
+    assert proc.returncode == 2 and line.startswith("model.build=tiny warm-starts on the task's own demonstrations")
+
+
+def test_rows_that_do_not_fit_the_template_or_answer_are_named(tmp_path):
+    data = tmp_path / "rows.jsonl"
+    data.write_text("".join(json.dumps({"q": f"{i}?", "a": str(i)}) + "\n" for i in range(40)))
+    for override, expected in (("task.answer_field=answer", "task.answer_field: 'answer' is not a column"),
+                               ("task.answer_field=a", "task.prompt_template names 'question', not a column")):
+        cfg = RunConfig.load(str(EXAMPLE), [f"task.path={data}", "task.eval_path=null", override])
+        with pytest.raises(KeyError, match=expected):
+            make_task(cfg.task, 0)
