@@ -94,6 +94,10 @@ class DatasetTaskConfig(_TaskCommon):
     training row. The default: 1 when the completion's last \\boxed{} (or last number) equals the answer."""
     correct_threshold: float = Field(1.0, gt=0, le=1)
     """A reward at or above this counts as a correct completion (pass@k, the reward-rate metrics)."""
+    reward_threads: int = Field(1, ge=1, le=256)
+    """How many of a generator call's completions (and of an eval's) are scored at once, in threads: raise it for a
+    reward that waits (a sandbox, a service, a subprocess). A reward that computes in Python holds the GIL and gains
+    nothing. 1: inline."""
 
     @field_validator("reward")
     @classmethod

@@ -11,7 +11,7 @@ from replay_rl.config import RunConfig
 from replay_rl.generation.backend import GenerationBackend, SamplingParams
 from replay_rl.rollout import FINISH_LENGTH
 from replay_rl.tasks import Problem, Task
-from replay_rl.tasks.scoring import encode_prompts, group_rewards
+from replay_rl.tasks.scoring import completion_rewards, encode_prompts
 
 
 def pass_at_k(n: int, c: int, k: int) -> float:
@@ -22,8 +22,10 @@ def pass_at_k(n: int, c: int, k: int) -> float:
 
 
 def score(task: Task, tokenizer, problems: Sequence[Problem], completions) -> np.ndarray:
-    """(len(problems), n) rewards; a completion cut at max_new_tokens gets 0 (tasks.scoring.group_rewards)."""
-    return np.array([group_rewards(task, tokenizer, p, group) for p, group in zip(problems, completions)])
+    """(len(problems), n) rewards; a completion cut at max_new_tokens gets 0 (tasks.scoring.completion_rewards)."""
+    flat = completion_rewards(task, tokenizer, [(p, c) for p, group in zip(problems, completions) for c in group])
+    n = len(completions[0]) if len(completions) else 0
+    return np.array(flat).reshape(len(problems), n)
 
 
 def ks_reported(n: int) -> list[int]:

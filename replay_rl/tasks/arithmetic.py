@@ -13,6 +13,7 @@ EVAL_FRACTION = 0.1
 class ArithmeticTask:
     name = "arithmetic"
     correct_threshold = 1.0
+    pool = None
 
     def __init__(self, cfg: ArithmeticTaskConfig, seed: int) -> None:
         self.cfg, self.seed = cfg, seed

@@ -6,6 +6,7 @@ import hashlib
 import math
 import re
 from dataclasses import dataclass, field
+from concurrent.futures import Executor
 from typing import Protocol
 
 import numpy as np
@@ -23,6 +24,7 @@ class Problem:
 class Task(Protocol):
     name: str
     correct_threshold: float  # reward at or above this counts as a correct rollout
+    pool: Executor | None  # where a call's completions are scored at once (a user's reward that waits); None: inline
 
     def sample_train(self, n: int, rng: np.random.Generator) -> list[Problem]: ...
     def eval_problems(self) -> list[Problem]: ...

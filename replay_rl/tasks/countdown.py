@@ -45,6 +45,7 @@ def evaluate(expr: str) -> tuple[Fraction, list[int]] | None:
 class CountdownTask:
     name = "countdown"
     correct_threshold = 1.0
+    pool = None
 
     def __init__(self, cfg: CountdownTaskConfig, seed: int) -> None:
         self.cfg, self.seed = cfg, seed

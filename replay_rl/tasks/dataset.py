@@ -4,6 +4,7 @@ of their own (a dataset's test split) or a seeded share of the training file."""
 
 from __future__ import annotations
 
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import numpy as np
@@ -53,6 +54,7 @@ class DatasetTask:
                 raise ValueError(f"task.eval_fraction={cfg.eval_fraction} leaves an empty split of {len(rows)} "
                                  "rows; add rows, change task.eval_fraction, or give task.eval_path")
         self._fn = load_reward(cfg.reward)
+        self.pool = ThreadPoolExecutor(cfg.reward_threads, "reward") if cfg.reward_threads > 1 else None
         # the call every rollout makes, tried now on the first training row (its answer as the completion): a
         # mismatch with the data fails before Ray starts, not in a generator mid-run
         first = self._train[0]

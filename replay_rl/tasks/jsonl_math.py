@@ -89,6 +89,7 @@ def normalise_answer(s: str) -> str:
 class JsonlMathTask:
     name = "jsonl_math"
     correct_threshold = 1.0
+    pool = None
 
     def __init__(self, cfg: JsonlMathTaskConfig, seed: int) -> None:
         rows = load_rows(Path(cfg.path))

@@ -25,8 +25,16 @@ def encode_prompts(tokenizer, problems: Sequence[Problem], chat: bool = False) -
 def group_rewards(task: Task, tokenizer, problem: Problem, group) -> np.ndarray:
     """Each completion's reward as decoded text; one cut at max_new_tokens gets 0 (tasks.rollout_reward). The
     generator, the probe and the evals all score through here."""
-    return np.array([rollout_reward(task, problem, tokenizer.decode(c.token_ids, skip_special_tokens=True),
-                                    c.finish == FINISH_LENGTH) for c in group])
+    return np.array(completion_rewards(task, tokenizer, [(problem, c) for c in group]))
+
+
+def completion_rewards(task: Task, tokenizer, items: Sequence[tuple[Problem, object]]) -> list[float]:
+    """The reward of each (problem, completion), decoded here and scored in the task's pool when it has one
+    (task.reward_threads: a reward that waits on a sandbox or a service scores a call's completions at once)."""
+    texts = [(p, tokenizer.decode(c.token_ids, skip_special_tokens=True), c.finish == FINISH_LENGTH) for p, c in items]
+    scored = task.pool.map(lambda t: rollout_reward(task, *t), texts) if task.pool is not None else \
+        (rollout_reward(task, *t) for t in texts)
+    return list(scored)
 
 
 def score_groups(task: Task, tokenizer, problems: Sequence[Problem], prompts: Sequence[np.ndarray], groups,
@@ -36,8 +44,10 @@ def score_groups(task: Task, tokenizer, problems: Sequence[Problem], prompts: Se
     last_version, created_step). Rollouts are built by keyword: two of the 13 fields swapped by position would
     go unnoticed."""
     rollouts = []
-    for problem, prompt, group, gid in zip(problems, prompts, groups, group_ids):
-        rewards = group_rewards(task, tokenizer, problem, group)
+    flat = completion_rewards(task, tokenizer, [(p, c) for p, group in zip(problems, groups) for c in group])
+    starts = np.cumsum([0] + [len(g) for g in groups])
+    for i, (problem, prompt, group, gid) in enumerate(zip(problems, prompts, groups, group_ids)):
+        rewards = np.array(flat[starts[i]:starts[i + 1]])
         advantages, baseline = group_advantages(rewards), float(rewards.mean())
         for c, r, a in zip(group, rewards, advantages):
             oldest, newest, created = versions(c)

@@ -119,3 +119,22 @@ def test_rows_that_do_not_fit_the_template_or_answer_are_named(tmp_path):
         cfg = RunConfig.load(str(EXAMPLE), [f"task.path={data}", "task.eval_path=null", override])
         with pytest.raises(KeyError, match=expected):
             make_task(cfg.task, 0)
+
+
+def test_reward_threads_score_a_calls_completions_at_once(warm_model, tmp_path):
+    """Eight completions meet at a barrier inside the reward: scored one after another, the first would wait there
+    alone until the barrier breaks (BrokenBarrierError, named as the reward's exception); with reward_threads=8 all
+    eight are in the reward together."""
+    from replay_rl.models.hf_folder import load_tokenizer
+    from replay_rl.tasks.scoring import completion_rewards
+
+    file = tmp_path / "meet.py"  # the first-row check passes the answer as the completion: it skips the barrier
+    file.write_text("import threading\nBARRIER = threading.Barrier(8, timeout=20)\n\n"
+                    "def reward(completion, answer, **columns):\n    if completion == answer:\n        return 0.0\n"
+                    "    BARRIER.wait()\n    return 1.0\n")
+    cfg = RunConfig.load(str(EXAMPLE), [f"task.reward={file}:reward", "task.reward_threads=8"])
+    task = make_task(cfg.task, 0)
+    tokenizer = load_tokenizer(warm_model[0])
+    ids = np.asarray(tokenizer("x", add_special_tokens=False)["input_ids"], np.int32)
+    call = [(p, Completion(ids, np.zeros(len(ids), np.float32), FINISH_STOP, 0)) for p in task.eval_problems()[:8]]
+    assert completion_rewards(task, tokenizer, call) == [1.0] * 8
