@@ -57,6 +57,10 @@ class LearnerConfig(_Section):
     """Adam learning rate. Higher learns faster and drifts further from the behaviour policy per step. Replay reuses
     each rollout B/R times, so it wants a lower LR than consume-once training: on the tiny testbed the frontier study
     found 5e-5 best for N = 10B (2.5e-5 to 1.5e-4 tried) and 1.5e-4 for the baseline (5e-5 to 3e-4 tried)."""
+    warmup_steps: int = Field(0, ge=0)
+    """The LR rises linearly over the first warmup_steps optimizer steps (lr/warmup_steps at step 1, lr from step
+    warmup_steps on), then stays constant. 0: constant from the first step, as in the paper. A large model's first
+    steps on fresh Adam moments are the ones peers warm up (OpenRLHF, verl: a few to tens of steps)."""
     betas: tuple[float, float] = (0.9, 0.999)
     """Adam (β1, β2)."""
     weight_decay: float = Field(0.0, ge=0)

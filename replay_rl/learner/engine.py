@@ -21,7 +21,7 @@ from replay_rl.learner.agreement import Mismatch
 from replay_rl.learner.batching import MicroStats, micro_batches, to_learner_inputs
 from replay_rl.learner.logprobs import final_hidden_states, token_logprobs
 from replay_rl.learner.losses import LearnerInputs, make_loss
-from replay_rl.learner.optimizer import make_optimizer
+from replay_rl.learner.optimizer import make_optimizer, make_schedule
 from replay_rl.models.hf_folder import load_model, load_tokenizer, save_model_folder
 from replay_rl.models.scoring import sequence_logprobs
 from replay_rl.rollout import RolloutBatch
@@ -83,6 +83,7 @@ class LearnerEngine:
             model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
         opt = make_optimizer(model.parameters(), self.cfg.learner)
         self.engine, *_ = deepspeed.initialize(model=model, optimizer=opt,
+                                               lr_scheduler=make_schedule(opt, self.cfg.learner),
                                                config=deepspeed_config(self.cfg, self.on_gpu))
         self.device = self.engine.device
 
@@ -110,12 +111,13 @@ class LearnerEngine:
             entropy_sum += (entropy * inp.loss_mask).sum().item()
             acc.add(stats, inp.loss_mask.sum().item())
             gap.add(logp.detach(), inp.old_logprobs, inp.loss_mask * torch.as_tensor(fresh[rows], device=self.device)[:, None])
+        lr = self.engine.get_lr()[0]  # the rate this step takes (a warmup's scheduler moves on in step())
         self.engine.step()
         self.busy_s += time.perf_counter() - t0
         grad_norm = self.engine.get_global_grad_norm()
         return acc.result() | gap.result() | {"loss": loss_sum, "entropy": entropy_sum / max(own_tokens, 1.0),
                                "grad_norm": float(grad_norm) if grad_norm is not None else float("nan"),
-                               "micro_batches": len(parts),
+                               "micro_batches": len(parts), "lr": lr,
                                "rank_busy_s": self.busy_s}  # cumulative, this rank; the ledger sums ranks
 
     def _logprobs(self, inp: LearnerInputs) -> tuple[torch.Tensor, torch.Tensor]:

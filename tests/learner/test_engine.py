@@ -45,3 +45,20 @@ def test_packed_micro_batched_step_equals_the_padded_full_batch_step(one_rank, i
         metrics[name], states[name] = engine.train_on(batch), engine.full_state()
     assert metrics["padded"]["micro_batches"] == 1 and metrics["packed"]["micro_batches"] == 3
     assert_same_step([metrics["packed"]], [metrics["padded"]], states["packed"], states["padded"], cfg.learner.lr)
+
+
+def test_warmup_rises_to_the_lr_and_a_resumed_engine_goes_on_from_its_step(one_rank, init_model, tmp_path):
+    """learner.warmup_steps=4: steps 1 and 2 take lr/4 and lr/2; an engine loaded from their checkpoint takes
+    3·lr/4 and then lr (the schedule travels in the checkpoint, it does not start over)."""
+    cfg = RunConfig.load(None, [f"model.path={init_model}", "cluster.learners=1", "cluster.generators=1",
+                                "learner.batch_size=8", "replay.capacity=8", "cluster.emulate=null",
+                                "learner.lr=1e-3", "learner.warmup_steps=4"])
+    first = LearnerEngine(cfg, 0, str(init_model))
+    first.setup("127.0.0.1", free_port())
+    lrs = [first.train_on(make_batch(8))["lr"] for _ in range(2)]
+    first.save(str(tmp_path), "step_2")
+    resumed = LearnerEngine(cfg, 0, str(init_model))
+    resumed.setup("127.0.0.1", free_port())
+    resumed.load(str(tmp_path), "step_2")
+    lrs += [resumed.train_on(make_batch(8))["lr"] for _ in range(2)]
+    assert lrs == pytest.approx([2.5e-4, 5e-4, 7.5e-4, 1e-3])
