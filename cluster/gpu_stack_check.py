@@ -56,8 +56,8 @@ def main() -> int:
                  "generation.backend.type=vllm",
                  "generation.backend.gpu_memory_utilization=0.3", "generation.backend.enforce_eager=true",
                  "cluster.generators=1", "cluster.learners=1", "cluster.gpus_per_generator=0.5",
-                 "cluster.gpus_per_learner=0.5", "learner.batch_size=16", "replay.capacity=64",
-                 "warmstart.steps=300"]
+                 "cluster.gpus_per_learner=0.4", "cluster.gpus_per_evaluator=0.1", "learner.batch_size=16",
+                 "replay.capacity=64", "warmstart.steps=300"]
     r = subprocess.run([sys.executable, "-m", "replay_rl.cli", "train", *[a for o in overrides for a in ("-s", o)]],
                        cwd=ROOT, capture_output=True, text=True)
     ok = r.returncode == 0

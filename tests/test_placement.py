@@ -22,8 +22,8 @@ def test_bundles_are_the_driver_then_the_evaluator_with_a_gpu_then_generators_th
     cpus = sum(x["CPU"] for x in b)
     assert cpus == pytest.approx((5 + 3 + 1) * gpu.cpus_per_actor + MIN_CPU)
     with pytest.raises(ConfigError, match=rf"needs 8.1 GPUs and {cpus:g} CPUs"):
-        check_fits(RunConfig.load("configs/qwen2p5_7b_w5_t3.yaml", ["cluster.gpus_per_evaluator=0.1"]),
-                   {"CPU": 1000, "GPU": 8})
+        check_fits(RunConfig.load("configs/qwen2p5_7b_w5_t3.yaml", ["cluster.gpus_per_learner=1",
+                                                                    "cluster.total_gpus=null"]), {"CPU": 1000, "GPU": 8})
     # no empty bundle (Ray refuses one; Tune drops an empty first one and shifts every index)
     assert all(x["CPU"] == MIN_CPU for x in RunConfig.load(None, ["cluster.cpus_per_actor=0"]).cluster.bundles())
 
@@ -84,6 +84,10 @@ def test_a_trial_shape_the_cluster_cannot_place_is_refused_in_one_line():
         assert str(e.value).startswith(line) and "\n" not in str(e.value), str(e.value)
     gpus = nodes({"CPU": 16, "GPU": 8}, {"CPU": 16, "GPU": 8})
     gpu_run = ["cluster.generators=1", "cluster.learners=1", "cluster.gpus_per_generator=1", "cluster.gpus_per_learner=1"]
+    # roles on GPUs with an evaluator that has none: refused by the config itself, a study's or a single run's
+    with pytest.raises(ConfigError, match=r"cluster.gpus_per_evaluator: 0 while generators or learners hold GPUs"):
+        RunConfig.load(None, gpu_run)
+    # roles on CPUs on a GPU cluster: the evaluator would still take a GPU no trial reserved
     with pytest.raises(ConfigError, match=r"^cluster.gpus_per_evaluator=0 on a cluster with GPUs"):
-        check_placeable(RunConfig.load(None, gpu_run), gpus)
+        check_placeable(RunConfig.load(None, gpu_run[:2]), gpus)
     check_placeable(RunConfig.load(None, [*gpu_run, "cluster.gpus_per_evaluator=0.1"]), gpus)

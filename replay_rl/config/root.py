@@ -53,10 +53,11 @@ class RunConfig(_Section):
                              f"items a shard{' ((1−δ)N)' if keep < 1 else ''}, fewer than a rank's batch of "
                              f"{self.rank_batch_size}; use capacity ≥ {math.ceil(b / keep / c.learners) * c.learners}")
         if c.total_gpus is not None:
-            need = c.generators * c.gpus_per_generator + c.learners * c.gpus_per_learner
-            if need > c.total_gpus:
+            need = c.generators * c.gpus_per_generator + c.learners * c.gpus_per_learner + c.gpus_per_evaluator
+            if need > c.total_gpus + 1e-9:
                 raise ValueError(f"cluster: W={c.generators}×{c.gpus_per_generator} + T={c.learners}×"
-                                 f"{c.gpus_per_learner} = {need:g} GPUs does not fit cluster.total_gpus={c.total_gpus}")
+                                 f"{c.gpus_per_learner} + the evaluator's {c.gpus_per_evaluator} = {need:g} GPUs does "
+                                 f"not fit cluster.total_gpus={c.total_gpus}")
         if c.emulate is not None and self.replay.rate_limit is not None:
             raise ValueError("replay.rate_limit: cluster.emulate derives the replay ratio (μ·T/W) and paces generation "
                              "itself; remove replay.rate_limit or cluster.emulate")
@@ -75,6 +76,11 @@ class RunConfig(_Section):
                 self.generation.backend.gpu_memory_utilization / c.gpus_per_generator:
             raise ValueError(f"generation.backend.gpu_memory_utilization: {self.generation.backend.gpu_memory_utilization:g} "
                              f"of the GPU, but the generator has {c.gpus_per_generator:g} of it; use at most that")
+        if (c.gpus_per_generator or c.gpus_per_learner) and not c.gpus_per_evaluator:
+            # Ray leaves a 0-GPU actor every GPU of its node: HF generation beside a vLLM engine, or on the CPU
+            raise ValueError("cluster.gpus_per_evaluator: 0 while generators or learners hold GPUs, so the evaluator "
+                             "would run on a GPU another role holds, or on the driver's CPU; give it a share, e.g. "
+                             "gpus_per_evaluator 0.1 with gpus_per_learner 0.9 (a learner's GPU holds both)")
         return self
 
     # derived quantities: properties, never copied into other sections
