@@ -90,8 +90,9 @@ class DatasetTaskConfig(_TaskCommon):
     """The column handed to the reward as `answer` (the reference); every other column goes to it by its name."""
     reward: str = "replay_rl.tasks.rewards:boxed_match"
     """Your reward function, `package.module:function` or `path/to/file.py:function`, called as
-    `f(completion, answer, **columns)` and returning a number in [0, 1]. Checked before Ray starts on the first
-    training row. The default: 1 when the completion's last \\boxed{} (or last number) equals the answer."""
+    `f(completion, answer, **columns)` and returning a number in [0, 1], or None where it does not apply (left out
+    of its group's advantage; 0 in evals). Checked before Ray starts on the first training row. The default: 1
+    when the completion's last \\boxed{} (or last number) equals the answer."""
     correct_threshold: float = Field(1.0, gt=0, le=1)
     """A reward at or above this counts as a correct completion (pass@k, the reward-rate metrics)."""
     reward_threads: int = Field(1, ge=1, le=256)

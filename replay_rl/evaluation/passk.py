@@ -22,10 +22,11 @@ def pass_at_k(n: int, c: int, k: int) -> float:
 
 
 def score(task: Task, tokenizer, problems: Sequence[Problem], completions) -> np.ndarray:
-    """(len(problems), n) rewards; a completion cut at max_new_tokens gets 0 (tasks.scoring.completion_rewards)."""
+    """(len(problems), n) rewards; a completion cut at max_new_tokens gets 0 (tasks.scoring.completion_rewards), and
+    one the reward does not apply to (None) counts as 0."""
     flat = completion_rewards(task, tokenizer, [(p, c) for p, group in zip(problems, completions) for c in group])
     n = len(completions[0]) if len(completions) else 0
-    return np.array(flat).reshape(len(problems), n)
+    return np.nan_to_num(np.array(flat, np.float64).reshape(len(problems), n), nan=0.0)  # None: not correct
 
 
 def ks_reported(n: int) -> list[int]:

@@ -28,7 +28,7 @@ class Task(Protocol):
 
     def sample_train(self, n: int, rng: np.random.Generator) -> list[Problem]: ...
     def eval_problems(self) -> list[Problem]: ...
-    def reward(self, problem: Problem, completion: str) -> float: ...
+    def reward(self, problem: Problem, completion: str) -> float | None: ...  # None: not applicable
     def demonstration(self, problem: Problem) -> str | None: ...  # a correct completion, for the warm start
 
 
@@ -37,8 +37,11 @@ class RewardError(RuntimeError):
 
 
 def checked_reward(task: Task, problem: Problem, completion: str) -> float:
-    """task.reward, but a bad value fails loudly, naming the task and problem, instead of corrupting advantages."""
+    """task.reward, but a bad value fails loudly, naming the task and problem, instead of corrupting advantages.
+    None (the reward does not apply to this completion) is NaN: left out of its group's advantage."""
     r = task.reward(problem, completion)
+    if r is None:
+        return math.nan
     if not isinstance(r, (int, float, np.floating)) or not math.isfinite(float(r)) or not 0.0 <= float(r) <= 1.0:
         raise RewardError(f"task {task.name!r}: reward for prompt {problem.prompt!r} is {r!r}; "
                           "a reward function must return a finite float in [0, 1]")

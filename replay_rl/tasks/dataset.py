@@ -67,7 +67,7 @@ class DatasetTask:
     def eval_problems(self) -> list[Problem]:
         return self._eval
 
-    def reward(self, problem: Problem, completion: str) -> float:
+    def reward(self, problem: Problem, completion: str) -> float | None:
         where = f"prompt {problem.prompt[:60]!r}"
         try:
             value = self._fn(completion, problem.answer, **problem.columns)

@@ -1,5 +1,5 @@
 """A user's reward function, named by `package.module:function` or `path/to/file.py:function` (task.reward), called
-as `f(completion, answer, **columns)`. Every way it can be wrong is one line naming it: an import that fails, a name
+as `f(completion, answer, **columns)` for a number in [0, 1], or None where it does not apply. Every way it can be wrong is one line naming it: an import that fails, a name
 that is not a function, a signature the row's columns do not fit, a value that is not a number in [0, 1]."""
 
 from __future__ import annotations
@@ -59,8 +59,10 @@ def check_signature(fn: RewardFn, spec: str, columns: dict) -> None:
         pass
 
 
-def checked_value(value: object, spec: str, where: str) -> float:
-    """value as a float, or one line: None, a non-number, NaN or a value outside [0, 1]."""
+def checked_value(value: object, spec: str, where: str) -> float | None:
+    """value as a float, None (not applicable) as is, or one line: a non-number, NaN or a value outside [0, 1]."""
+    if value is None:
+        return None
     if isinstance(value, bool) or not isinstance(value, (int, float)) and not hasattr(value, "__float__"):
         raise RewardHookError(f"task.reward {spec!r} returned {value!r} ({type(value).__name__}) for {where}; it must "
                               "return a number in [0, 1]")

@@ -47,8 +47,7 @@ def score_groups(task: Task, tokenizer, problems: Sequence[Problem], prompts: Se
     flat = completion_rewards(task, tokenizer, [(p, c) for p, group in zip(problems, groups) for c in group])
     starts = np.cumsum([0] + [len(g) for g in groups])
     for i, (problem, prompt, group, gid) in enumerate(zip(problems, prompts, groups, group_ids)):
-        rewards = np.array(flat[starts[i]:starts[i + 1]])
-        advantages, baseline = group_advantages(rewards), float(rewards.mean())
+        rewards, advantages, baseline = applicable_advantages(np.array(flat[starts[i]:starts[i + 1]]))
         for c, r, a in zip(group, rewards, advantages):
             oldest, newest, created = versions(c)
             rollouts.append(Rollout(
@@ -57,6 +56,17 @@ def score_groups(task: Task, tokenizer, problems: Sequence[Problem], prompts: Se
                 policy_version=oldest, last_version=newest, created_step=created, generator_id=generator_id,
                 finish=c.finish))
     return rollouts
+
+
+def applicable_advantages(rewards: np.ndarray) -> tuple[np.ndarray, np.ndarray, float]:
+    """A group's (rewards, advantages, baseline) where NaN marks a reward that does not apply (the reward returned
+    None): its advantage is 0 and its reward 0, and the others are normalised among themselves."""
+    applies = ~np.isnan(rewards)
+    advantages = np.zeros(len(rewards), np.float32)
+    if not applies.any():
+        return np.zeros(len(rewards)), advantages, 0.0
+    advantages[applies] = group_advantages(rewards[applies])
+    return np.where(applies, rewards, 0.0), advantages, float(rewards[applies].mean())
 
 
 def zero_variance_groups(rollouts: Sequence[Rollout], group_size: int) -> int:

@@ -68,7 +68,6 @@ REWARDS = {  # a reward file's body → what its one line says
     "wrong signature": ("def reward(completion, answer):\n    return 1.0\n",
                         "cannot be called as f(completion, answer, **columns) with this data's columns"),
     "a string": ("def reward(c, a, **k):\n    return '1'\n", "returned '1' (str)"),
-    "None": ("def reward(c, a, **k):\n    return None\n", "returned None (NoneType)"),
     "NaN": ("def reward(c, a, **k):\n    return float('nan')\n", "returned nan"),
     "out of range": ("def reward(c, a, **k):\n    return 5\n", "returned 5.0"),
     "raises": ("def reward(c, a, **k):\n    return 1 / 0\n", "raised ZeroDivisionError"),
@@ -138,3 +137,25 @@ def test_reward_threads_score_a_calls_completions_at_once(warm_model, tmp_path):
     ids = np.asarray(tokenizer("x", add_special_tokens=False)["input_ids"], np.int32)
     call = [(p, Completion(ids, np.zeros(len(ids), np.float32), FINISH_STOP, 0)) for p in task.eval_problems()[:8]]
     assert completion_rewards(task, tokenizer, call) == [1.0] * 8
+
+
+def test_a_reward_that_does_not_apply_is_left_out_of_its_groups_advantage(warm_model, tmp_path):
+    """None for one completion of four: its advantage and reward are 0, and the other three are normalised among
+    themselves, as a group of three would be."""
+    from replay_rl.models.hf_folder import load_tokenizer
+    from replay_rl.rollout import group_advantages
+
+    file = tmp_path / "partial.py"  # "1", "5", "9" score by value; nothing else applies
+    file.write_text("def reward(completion, answer, **columns):\n"
+                    "    return int(completion) / 10 if completion in ('1', '5', '9') else None\n")
+    task = make_task(RunConfig.load(str(EXAMPLE), [f"task.reward={file}:reward"]).task, 0)
+    tokenizer = load_tokenizer(warm_model[0])
+    texts = ["x", "1", "5", "9"]
+    ids = [np.asarray(tokenizer(t, add_special_tokens=False)["input_ids"], np.int32) for t in texts]
+    group = [Completion(i, np.zeros(len(i), np.float32), FINISH_STOP, 0) for i in ids]
+    rollouts = score_groups(task, tokenizer, [task.eval_problems()[0]], [np.zeros(1, np.int32)], [group], [0],
+                            lambda c: (0, 0, 0), 0)
+    assert [r.reward for r in rollouts] == pytest.approx([0.0, 0.1, 0.5, 0.9])
+    assert rollouts[0].advantage == 0 and not rollouts[0].correct
+    assert [r.advantage for r in rollouts[1:]] == pytest.approx(list(group_advantages(np.array([0.1, 0.5, 0.9]))))
+    assert rollouts[1].baseline == pytest.approx(0.5)

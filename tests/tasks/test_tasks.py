@@ -1,4 +1,5 @@
 import json
+import math
 from pathlib import Path
 
 import numpy as np
@@ -69,13 +70,17 @@ class BrokenTask:
     correct_threshold = 1.0
 
     def reward(self, problem, completion):
-        return {"a": 1.5, "b": float("nan"), "c": None}[completion]
+        return {"a": 1.5, "b": float("nan"), "c": "1", "none": None}[completion]
 
 
 @pytest.mark.parametrize("completion", ["a", "b", "c"])
 def test_bad_reward_values_fail_loudly(completion):
     with pytest.raises(RewardError, match="task 'broken'.*finite float in \\[0, 1\\]"):
         checked_reward(BrokenTask(), Problem("x", "y", "x"), completion)
+
+
+def test_a_reward_that_does_not_apply_is_nan_not_an_error():
+    assert math.isnan(checked_reward(BrokenTask(), Problem("x", "y", "x"), "none"))
 
 
 def test_jsonl_math_empty_box_never_scores(tmp_path):
