@@ -140,11 +140,12 @@ class LearnerEngine:
         return float(total.item()) / self.cfg.cluster.learners
 
     def _micro_batches(self, batch: RolloutBatch) -> list[np.ndarray]:
-        """The batch's micro-batches under learner.micro_batch_tokens. Under ZeRO-3 every forward gathers parameters
-        collectively, so all ranks run as many micro-batches as the rank that needs most."""
+        """The batch's micro-batches under learner.micro_batch_tokens. All ranks run as many as the rank that needs
+        most: ZeRO-3 gathers parameters in every forward, and ZeRO-2 reduces gradients in every backward, collectively
+        (a rank with one micro-batch fewer left its peer waiting in a reduce for ever: a 2-rank SmolLM2 run hung)."""
         budget, packed = self.cfg.learner.micro_batch_tokens, self.cfg.learner.pack_sequences
         parts = micro_batches(batch, budget, packed=packed)
-        if budget is None or self.cfg.learner.zero_stage != 3:
+        if budget is None or self.cfg.cluster.learners == 1:
             return parts
         import torch.distributed as dist
 
