@@ -29,9 +29,10 @@ PUBLISH_TITLE = "ray::LearnerRankImpl.publish"  # rank 0 putting the new weights
 # short bounds, so a hung role is found within a trial; stall_timeout_s must still exceed the slowest step here
 BOUNDS = {"run.stall_timeout_s": 20, "run.hung_probe_s": 10, "run.checkpoint_timeout_s": 30, "sync.timeout_s": 20,
           "run.eval_timeout_s": 30, "run.recovery_timeout_s": 30, "run.resume_timeout_s": 120}
-# a pause outlasts the stall bound (a stall, then the probe) and each phase's bound but a resume's, which no fault
-# is timed into: a role the run does not find hung by then is continued, and the run must still finish
-HOLD_S = max(BOUNDS["run.stall_timeout_s"] + BOUNDS["run.hung_probe_s"],
+# a pause outlasts the stall bound (a stall, then the probe; twice over for learner ranks, which get a second
+# window) and each phase's bound but a resume's, which no fault is timed into: a role the run does not find hung by
+# then is continued, and the run must still finish
+HOLD_S = max(2 * (BOUNDS["run.stall_timeout_s"] + BOUNDS["run.hung_probe_s"]),
              *(v for k, v in BOUNDS.items() if k != "run.resume_timeout_s")) + 15
 WINDOW_S = 120      # how long a stop waits for its checkpoint or publish before it is applied anyway
 ATTEMPT_S = 900     # one run (or its resume): past this it is stopped and the trial fails

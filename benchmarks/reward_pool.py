@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import statistics
 import sys
 import tempfile
@@ -57,6 +58,7 @@ def main() -> None:
     ap.add_argument("--repeats", type=int, default=5)
     ap.add_argument("--out", type=Path, default=ROOT / "benchmarks/results/reward_pool")
     args = ap.parse_args()
+    os.chdir(ROOT)  # the default model's build_dir is relative to the checkout
     from replay_rl.config import RunConfig
     from replay_rl.evaluation.warmstart import ensure_model
     from replay_rl.models.hf_folder import load_tokenizer

@@ -22,8 +22,8 @@ def test_bundles_are_the_driver_then_the_evaluator_with_a_gpu_then_generators_th
     cpus = sum(x["CPU"] for x in b)
     assert cpus == pytest.approx((5 + 3 + 1) * gpu.cpus_per_actor + MIN_CPU)
     with pytest.raises(ConfigError, match=rf"needs 8.1 GPUs and {cpus:g} CPUs"):
-        check_fits(RunConfig.load("configs/qwen2p5_7b_w5_t3.yaml", ["cluster.gpus_per_learner=1",
-                                                                    "cluster.total_gpus=null"]), {"CPU": 1000, "GPU": 8})
+        whole_gpus = ["cluster.gpus_per_learner=1", "cluster.total_gpus=null"]
+        check_fits(RunConfig.load("configs/qwen2p5_7b_w5_t3.yaml", whole_gpus), {"CPU": 1000, "GPU": 8})
     # no empty bundle (Ray refuses one; Tune drops an empty first one and shifts every index)
     assert all(x["CPU"] == MIN_CPU for x in RunConfig.load(None, ["cluster.cpus_per_actor=0"]).cluster.bundles())
 

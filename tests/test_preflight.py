@@ -45,8 +45,8 @@ def bad_inputs(tmp):
     }
 
 
-CASES = ["yaml syntax", "yaml in --set", "missing model", "nothing to start from", "not an HF folder", "malformed jsonl", "empty answer",
-         "tiny jsonl", "not a checkpoint", "cluster too small"]
+CASES = ["yaml syntax", "yaml in --set", "missing model", "nothing to start from", "not an HF folder",
+         "malformed jsonl", "empty answer", "tiny jsonl", "not a checkpoint", "cluster too small"]
 
 
 @pytest.mark.parametrize("case", CASES)
@@ -90,6 +90,9 @@ def test_a_config_from_before_build_dir_loads_as_it_was_meant():
     assert (built.path, built.build_dir, built.start_from) == (None, "runs/models/x", "runs/models/x")
     named = RunConfig.load(None, ["model.path=/models/q", "model.create_if_missing=false"]).model
     assert (named.path, named.start_from) == ("/models/q", "/models/q")
+    # a hub id was never built, though old configs wrote create_if_missing: true beside it
+    hub = RunConfig.load(None, ["model.path=Qwen/Qwen2.5-1.5B-Instruct", "model.create_if_missing=true"]).model
+    assert hub.path == "Qwen/Qwen2.5-1.5B-Instruct"
 
 
 def test_a_hub_id_in_the_hf_cache_resolves_to_its_snapshot_offline(tmp_path, warm_model, monkeypatch):

@@ -50,11 +50,11 @@ class ClusterConfig(_Section):
     gpus_per_evaluator: float = Field(0, ge=0)
     """GPUs the evaluator reserves, in a bundle of its own inside a study trial's reservation. 0: it reserves none
     and uses a GPU only if its node has one, whoever holds it (Ray leaves a 0-GPU actor every GPU of its node), so
-    a study on GPU nodes needs it above 0 (e.g. 0.1)."""
+    wherever generators or learners hold GPUs it must be above 0 (e.g. 0.1 beside gpus_per_learner 0.9)."""
     cpus_per_actor: float = Field(0.25, ge=0)
     """CPUs each actor reserves in Ray's accounting; small values let a 2-core box host every role."""
     total_gpus: int | None = Field(None, ge=0)
-    """GPUs the cluster offers; when set, the W/T split must fit in it."""
+    """GPUs the cluster offers; when set, the W/T split and the evaluator's share must fit in it."""
     generator_resources: dict[str, float] = {}
     """Custom Ray resources each generator asks for, e.g. {generator_node: 1}: with nodes started as
     `ray start --resources='{"generator_node": 8}'`, generators run only there (inference nodes apart from

@@ -2,11 +2,15 @@
 
 from __future__ import annotations
 
+import re
 from typing import Literal
 
 from pydantic import Field, model_validator
 
 from replay_rl.config.base import _Section
+
+
+HUB_ID = re.compile(r"[A-Za-z0-9][\w.-]*/[\w.-]+")  # `org/name`: a model on the hub (models/hub.py resolves it)
 
 
 class TinyModelSpec(_Section):
@@ -68,8 +72,9 @@ class ModelConfig(_Section):
         """Configs before model.build_dir: `create_if_missing: true` built at `path`, which is now build_dir (a
         run folder's config.json resumes as it was written); false loaded `path`, as a set path now does."""
         if isinstance(data, dict) and "create_if_missing" in data:
-            data = dict(data)
-            if data.pop("create_if_missing") and data.get("path") is not None:
+            data = dict(data)  # a hub id stays a path: it was never built, and is not now
+            path = data.get("path")
+            if data.pop("create_if_missing") and path is not None and not HUB_ID.fullmatch(str(path)):
                 data["build_dir"] = data.pop("path")
         return data
 

@@ -98,7 +98,14 @@ class DatasetTaskConfig(_TaskCommon):
     reward_threads: int = Field(1, ge=1, le=256)
     """How many of a generator call's completions (and of an eval's) are scored at once, in threads: raise it for a
     reward that waits (a sandbox, a service, a subprocess). A reward that computes in Python holds the GIL and gains
-    nothing. 1: inline."""
+    nothing. Above 1 the reward must be thread-safe, and cannot time itself out with signals (SIGALRM works only in
+    the main thread). 1: inline."""
+
+    @field_validator("path", "eval_path")
+    @classmethod
+    def _absolute(cls, path: str | None) -> str | None:
+        # absolute where the config is read: Ray's actors do not share the driver's working directory
+        return str(Path(path).resolve()) if path is not None and Path(path).is_file() else path
 
     @field_validator("reward")
     @classmethod

@@ -34,11 +34,11 @@ def check_model(cfg: RunConfig) -> None:
 
     if cfg.model.path is not None:
         check_model_folder(local_or_hub_model(cfg.model.path))
-    elif Path(cfg.model.build_dir).exists():
-        check_model_folder(Path(cfg.model.build_dir), "model.build_dir")
     elif cfg.model.build == "tiny" and cfg.task.type == "dataset":
         raise ConfigError("model.build=tiny warm-starts on the task's own demonstrations, which task.type=dataset "
                           "does not have; set model.path to your model (or model.build=smollm2_135m)")
+    elif Path(cfg.model.build_dir).exists():
+        check_model_folder(Path(cfg.model.build_dir), "model.build_dir")
 
 
 def check_model_folder(path: Path, field: str = "model.path") -> None:

@@ -208,6 +208,15 @@ class LearnerEngine:
             save_model_folder(model, load_tokenizer(self.model_path), Path(path) / "hf_model")
 
     def load(self, path: str, tag: str) -> None:
-        load_path, _ = self.engine.load_checkpoint(path, tag=tag)
+        # the LR is set from the restored step count, not from a saved schedule: a checkpoint from before
+        # learner.warmup_steps (or with another) resumes at this run's rate for its step
+        load_path, _ = self.engine.load_checkpoint(path, tag=tag, load_lr_scheduler_states=False)
         if load_path is None:
             raise FileNotFoundError(f"run.resume_from={path}: no DeepSpeed checkpoint with tag {tag!r}")
+        schedule = self.engine.lr_scheduler
+        if schedule is not None:
+            schedule.last_epoch = self.engine.global_steps - 1
+            schedule.step()
+        else:  # the optimizer's saved groups carry the rate of their last step, perhaps a warmup's
+            for group in self.engine.optimizer.param_groups:
+                group["lr"] = self.cfg.learner.lr

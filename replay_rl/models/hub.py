@@ -7,12 +7,11 @@ name (which it did), nor does a mistyped folder."""
 from __future__ import annotations
 
 import os
-import re
 from pathlib import Path
 
 from replay_rl.config import ConfigError
+from replay_rl.config.model import HUB_ID
 
-HUB_ID = re.compile(r"[A-Za-z0-9][\w.-]*/[\w.-]+")
 # what a run reads of a model repository: configs, weights, tokenizer, chat template (not other formats' weights)
 MODEL_FILES = ["*.json", "*.safetensors", "tokenizer*", "*.jinja", "*.model", "*.tiktoken", "merges.txt", "vocab.*"]
 

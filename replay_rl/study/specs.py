@@ -105,8 +105,8 @@ def absolute(cfg: RunConfig) -> RunConfig:
     from replay_rl.models.hub import is_hub_id
 
     field = "path" if cfg.model.path is not None else "build_dir"
-    model = cfg.model.start_from
-    model = model if is_hub_id(model) else str(Path(model).absolute())
+    model = cfg.model.start_from  # a build_dir is a folder, whatever its shape
+    model = model if field == "path" and is_hub_id(model) else str(Path(model).absolute())
     return cfg.model_copy(update={
         "run": cfg.run.model_copy(update={"output_dir": str(Path(cfg.run.output_dir).absolute())}),
         "model": cfg.model.model_copy(update={field: model})})

@@ -5,8 +5,8 @@ from __future__ import annotations
 import hashlib
 import math
 import re
-from dataclasses import dataclass, field
 from concurrent.futures import Executor
+from dataclasses import dataclass, field
 from typing import Protocol
 
 import numpy as np

@@ -1,6 +1,7 @@
 """A user's reward function, named by `package.module:function` or `path/to/file.py:function` (task.reward), called
-as `f(completion, answer, **columns)` for a number in [0, 1], or None where it does not apply. Every way it can be wrong is one line naming it: an import that fails, a name
-that is not a function, a signature the row's columns do not fit, a value that is not a number in [0, 1]."""
+as `f(completion, answer, **columns)` for a number in [0, 1], or None where it does not apply. Every way it can be
+wrong is one line naming it: an import that fails, a name that is not a function, a signature the row's columns do
+not fit, a value that is neither a number in [0, 1] nor None."""
 
 from __future__ import annotations
 
@@ -43,13 +44,21 @@ def _module_from_file(path: str):
     if name not in sys.modules:
         spec = importlib.util.spec_from_file_location(name, file)
         module = importlib.util.module_from_spec(spec)
-        spec.loader.exec_module(module)
-        sys.modules[name] = module
+        sys.modules[name] = module  # before it runs: a dataclass in it looks its module up there
+        try:
+            spec.loader.exec_module(module)
+        except BaseException:
+            del sys.modules[name]
+            raise
     return sys.modules[name]
 
 
 def check_signature(fn: RewardFn, spec: str, columns: dict) -> None:
     """The call a row makes must bind: completion and answer by position, the other columns by name."""
+    if clash := sorted({"completion", "answer"} & set(columns)):
+        raise RewardHookError(f"task.reward {spec!r}: the data's column {clash[0]!r} would arrive twice (the reward "
+                              "takes completion and answer by position); rename the column"
+                              + (", or set task.answer_field=answer" if clash[0] == "answer" else ""))
     try:
         inspect.signature(fn).bind("", "", **columns)
     except TypeError as e:
@@ -63,10 +72,13 @@ def checked_value(value: object, spec: str, where: str) -> float | None:
     """value as a float, None (not applicable) as is, or one line: a non-number, NaN or a value outside [0, 1]."""
     if value is None:
         return None
-    if isinstance(value, bool) or not isinstance(value, (int, float)) and not hasattr(value, "__float__"):
-        raise RewardHookError(f"task.reward {spec!r} returned {value!r} ({type(value).__name__}) for {where}; it must "
-                              "return a number in [0, 1]")
-    number = float(value)
+    try:  # a bool is 0 or 1; a one-element array or tensor is its number
+        number = float(value) if isinstance(value, (int, float)) or hasattr(value, "__float__") else None
+    except (TypeError, ValueError):
+        number = None
+    if number is None:
+        raise RewardHookError(f"task.reward {spec!r} returned {str(value)[:60]!r} ({type(value).__name__}) for "
+                              f"{where}; it must return a number in [0, 1], or None where it does not apply")
     if not math.isfinite(number) or not 0.0 <= number <= 1.0:
         raise RewardHookError(f"task.reward {spec!r} returned {number!r} for {where}; it must return a finite "
                               "number in [0, 1]")

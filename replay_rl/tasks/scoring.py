@@ -22,15 +22,10 @@ def encode_prompts(tokenizer, problems: Sequence[Problem], chat: bool = False) -
     return [np.asarray(tokenizer(p.prompt, add_special_tokens=False)["input_ids"], np.int32) for p in problems]
 
 
-def group_rewards(task: Task, tokenizer, problem: Problem, group) -> np.ndarray:
-    """Each completion's reward as decoded text; one cut at max_new_tokens gets 0 (tasks.rollout_reward). The
-    generator, the probe and the evals all score through here."""
-    return np.array(completion_rewards(task, tokenizer, [(problem, c) for c in group]))
-
-
 def completion_rewards(task: Task, tokenizer, items: Sequence[tuple[Problem, object]]) -> list[float]:
     """The reward of each (problem, completion), decoded here and scored in the task's pool when it has one
-    (task.reward_threads: a reward that waits on a sandbox or a service scores a call's completions at once)."""
+    (task.reward_threads: a reward that waits on a sandbox or a service scores a call's completions at once); one
+    cut at max_new_tokens gets 0 (tasks.rollout_reward). The generator, the probe and the evals all score here."""
     texts = [(p, tokenizer.decode(c.token_ids, skip_special_tokens=True), c.finish == FINISH_LENGTH) for p, c in items]
     scored = task.pool.map(lambda t: rollout_reward(task, *t), texts) if task.pool is not None else \
         (rollout_reward(task, *t) for t in texts)

@@ -49,7 +49,7 @@ def test_packed_micro_batched_step_equals_the_padded_full_batch_step(one_rank, i
 
 def test_warmup_rises_to_the_lr_and_a_resumed_engine_goes_on_from_its_step(one_rank, init_model, tmp_path):
     """learner.warmup_steps=4: steps 1 and 2 take lr/4 and lr/2; an engine loaded from their checkpoint takes
-    3·lr/4 and then lr (the schedule travels in the checkpoint, it does not start over)."""
+    3·lr/4 and then lr (the schedule goes on from the restored step, it does not start over)."""
     cfg = RunConfig.load(None, [f"model.path={init_model}", "cluster.learners=1", "cluster.generators=1",
                                 "learner.batch_size=8", "replay.capacity=8", "cluster.emulate=null",
                                 "learner.lr=1e-3", "learner.warmup_steps=4"])
@@ -62,3 +62,9 @@ def test_warmup_rises_to_the_lr_and_a_resumed_engine_goes_on_from_its_step(one_r
     resumed.load(str(tmp_path), "step_2")
     lrs += [resumed.train_on(make_batch(8))["lr"] for _ in range(2)]
     assert lrs == pytest.approx([2.5e-4, 5e-4, 7.5e-4, 1e-3])
+    # the same checkpoint resumed without a warmup takes learner.lr, not the rate its optimizer state was saved with
+    constant = LearnerEngine(cfg.model_copy(update={"learner": cfg.learner.model_copy(update={"warmup_steps": 0})}),
+                             0, str(init_model))
+    constant.setup("127.0.0.1", free_port())
+    constant.load(str(tmp_path), "step_2")
+    assert constant.train_on(make_batch(8))["lr"] == pytest.approx(1e-3)

@@ -40,7 +40,7 @@ def test_the_example_scores_completions_through_the_users_reward_with_every_colu
                                   lambda c: (0, 0, 0), 0)
     assert (right.reward, wrong.reward, right.correct, wrong.correct) == (1.0, 0.0, True, False)
     assert right.advantage > 0 > wrong.advantage
-    calls = sys.modules[next(m for m in sys.modules if m.startswith("replay_rl_reward_"))].CALLS
+    calls = task._fn.__globals__["CALLS"]  # the reward module's own record
     assert calls[-1]["answer"] == problem.answer and calls[-1]["question"] in problem.prompt
     assert calls[-1]["operation"] in ("add", "subtract", "multiply") and calls[-1]["completion"] == "unknown"
 
@@ -102,12 +102,35 @@ def test_a_reward_that_names_nothing_is_one_line(tmp_path, spec, expected):
     assert proc.returncode == 2 and expected in line, line
 
 
-def test_a_tiny_model_cannot_be_warm_started_on_a_dataset(tmp_path):
+@pytest.mark.parametrize("built", [False, True])
+def test_a_tiny_model_cannot_be_warm_started_on_a_dataset(tmp_path, built):
+    """Refused whether or not its build_dir holds a tiny model already (the default's does, after a first run)."""
+    if built:
+        (tmp_path / "m").mkdir()
     proc = subprocess.run([sys.executable, "-m", "replay_rl.cli", "train", "-c", str(EXAMPLE), "-s", "model.build=tiny",
                            "-s", f"model.build_dir={tmp_path / 'm'}"], capture_output=True, text=True, timeout=60,
                           cwd=ROOT)
     (line,) = proc.stderr.strip().splitlines()
     assert proc.returncode == 2 and line.startswith("model.build=tiny warm-starts on the task's own demonstrations")
+
+
+def test_a_reward_file_with_a_dataclass_imports_and_a_bool_is_a_number(tmp_path):
+    file = tmp_path / "typed.py"  # a dataclass looks its module up in sys.modules while the file runs
+    file.write_text("from __future__ import annotations\nfrom dataclasses import dataclass\n\n@dataclass\n"
+                    "class Verdict:\n    ok: bool\n\ndef reward(completion, answer, **columns):\n"
+                    "    return Verdict(completion.strip() == answer).ok\n")
+    task = make_task(RunConfig.load(str(EXAMPLE), [f"task.reward={file}:reward"]).task, 0)
+    problem = task.eval_problems()[0]
+    assert (task.reward(problem, problem.answer), task.reward(problem, "no")) == (1.0, 0.0)
+
+
+def test_a_column_named_like_a_positional_argument_is_named(tmp_path):
+    data = tmp_path / "rows.jsonl"
+    data.write_text("".join(json.dumps({"question": f"{i}?", "solution": str(i), "answer": "x"}) + "\n"
+                            for i in range(40)))
+    cfg = RunConfig.load(str(EXAMPLE), [f"task.path={data}", f"task.eval_path={data}", "task.answer_field=solution"])
+    with pytest.raises(ValueError, match="column 'answer' would arrive twice.*or set task.answer_field=answer"):
+        make_task(cfg.task, 0)
 
 
 def test_rows_that_do_not_fit_the_template_or_answer_are_named(tmp_path):
