@@ -91,3 +91,14 @@ def test_a_trial_shape_the_cluster_cannot_place_is_refused_in_one_line():
     with pytest.raises(ConfigError, match=r"^cluster.gpus_per_evaluator=0 on a cluster with GPUs"):
         check_placeable(RunConfig.load(None, gpu_run[:2]), gpus)
     check_placeable(RunConfig.load(None, [*gpu_run, "cluster.gpus_per_evaluator=0.1"]), gpus)
+
+
+@pytest.mark.parametrize("preset, gpus", [("qwen3_0p6b_w6_t2", 8), ("qwen2p5_7b_w5_t3", 8), ("gpu_base", 8),
+                                          ("smollm2_135m_gpu", 1)])
+def test_the_gpu_presets_place_every_role_and_the_evaluator_on_their_node(preset, gpus):
+    """Each shipped GPU preset on the one node it names: every bundle fits, and the evaluator has a GPU share."""
+    from replay_rl.driver.preflight import check_placeable
+
+    cfg = RunConfig.load(f"configs/{preset}.yaml")
+    check_placeable(cfg, nodes({"CPU": 64, "GPU": gpus}))
+    assert cfg.cluster.gpus_per_evaluator > 0
