@@ -26,7 +26,7 @@ def test_smollm2_preset_runs_three_steps_and_its_logprobs_agree(ray_cluster, tmp
                          # 4 eval prompts, not the preset's 200: both evals block the run (~2 min each at 200,
                          # ~9 s at 16) and none of their scores is asserted; the chat-template greedy and sampled
                          # evals still run, one batch each
-                         [f"model.path={model}", f"run.output_dir={out}", "run.eval_prompts=4", *vllm,
+                         [f"model.build_dir={model}", f"run.output_dir={out}", "run.eval_prompts=4", *vllm,
                           "run.steps=3", "run.eval_every=3"])  # the preset learns in 100 steps; 3 check the loop
     final = train(cfg)
     assert final["step"] == 3 and (out / "final_model" / "config.json").is_file()
