@@ -17,6 +17,9 @@ from replay_rl.tasks.reward_hook import RewardHookError, check_signature, checke
 
 def problem_from_row(row: dict, line: int, cfg: DatasetTaskConfig, field: str, path: str) -> Problem:
     """One checked row: its prompt made, its answer present and not empty, its other columns kept for the reward."""
+    if not isinstance(row, dict):
+        raise ValueError(f"{field} {path} (row {line}): a row must be a JSON object of columns, not "
+                         f"{type(row).__name__}")
     if cfg.answer_field not in row:
         raise KeyError(f"task.answer_field: {cfg.answer_field!r} is not a column of {path} (row {line}); its columns "
                        f"are {sorted(row)}")
@@ -25,6 +28,9 @@ def problem_from_row(row: dict, line: int, cfg: DatasetTaskConfig, field: str, p
     except KeyError as e:
         raise KeyError(f"task.prompt_template names {e.args[0]!r}, not a column of {path} (row {line}); its columns "
                        f"are {sorted(row)}") from None
+    except (IndexError, AttributeError, ValueError, TypeError) as e:  # {0}, {a.b}, a stray brace
+        raise ValueError(f"task.prompt_template {cfg.prompt_template!r} cannot be filled from row {line} of {path} "
+                         f"({type(e).__name__}: {e}); name columns as {{column}} and double a literal brace") from None
     answer = str(row[cfg.answer_field]).strip()
     if not prompt.strip() or not answer:
         raise ValueError(f"{field} {path}:{line}: empty {'prompt' if answer else 'answer'}; remove the row or fill "

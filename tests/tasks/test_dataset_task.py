@@ -141,6 +141,16 @@ def test_rows_that_do_not_fit_the_template_or_answer_are_named(tmp_path):
         cfg = RunConfig.load(str(EXAMPLE), [f"task.path={data}", "task.eval_path=null", override])
         with pytest.raises(KeyError, match=expected):
             make_task(cfg.task, 0)
+    for template in ("{0}", "{q.real}", "{q"):
+        cfg = RunConfig.load(str(EXAMPLE), [f"task.path={data}", "task.eval_path=null", "task.answer_field=a",
+                                            f"task.prompt_template='{template}'"])
+        with pytest.raises(ValueError, match=r"task.prompt_template .* cannot be filled from row 1"):
+            make_task(cfg.task, 0)
+    listed = tmp_path / "lists.jsonl"
+    listed.write_text('["q", "a"]\n')
+    cfg = RunConfig.load(str(EXAMPLE), [f"task.path={listed}", "task.eval_path=null"])
+    with pytest.raises(ValueError, match=r"row 1\): a row must be a JSON object of columns, not list"):
+        make_task(cfg.task, 0)
 
 
 def test_reward_threads_score_a_calls_completions_at_once(warm_model, tmp_path):
