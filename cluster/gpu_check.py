@@ -91,8 +91,7 @@ def run_config(path: Path, args, rollouts: int, budget: int | None):
         f"model.path={path}", f"model.dtype={'bfloat16' if gpu else 'float32'}", "cluster.learners=1",
         "cluster.generators=1", f"cluster.gpus_per_learner={1 if gpu else 0}",
         f"cluster.gpus_per_evaluator={0.1 if gpu else 0}", f"learner.batch_size={rollouts}",
-        f"replay.capacity={rollouts}",
-        "learner.zero_stage=2", f"sync.bucket_mb={args.bucket_mb}",
+        f"replay.capacity={rollouts}", "learner.zero_stage=2", f"sync.bucket_mb={args.bucket_mb}",
         f"learner.micro_batch_tokens={'null' if budget is None else budget}", f"generation.max_new_tokens={args.gen_tokens}",
         *args.set])
 

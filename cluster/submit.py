@@ -154,8 +154,8 @@ def main(argv: list[str] | None = None) -> int:
     except ConfigError as e:
         print(f"submit: {e}", file=sys.stderr)
         return 2
-    model_field = "model.path" if cfg.model.path is not None else "model.build_dir"
-    for field, value in (("run.output_dir", cfg.run.output_dir), (model_field, cfg.model.start_from)):
+    model = (f"model.{cfg.model.start_field}", cfg.model.start_from)
+    for field, value in (("run.output_dir", cfg.run.output_dir), model):
         if not Path(value).is_absolute() and not (field == "model.path" and is_hub_id(value)):
             # the job's cwd is Ray's unpacked copy, a new folder per upload
             print(f"submit: warning: {field}={value} is relative, so it lands in Ray's unpacked copy of this "

@@ -75,7 +75,7 @@ def eval_(model: Optional[Path] = typer.Argument(None, help="HF model folder; de
 
     cfg = _load(config, set_)
     trained = Path(cfg.run.output_dir) / "final_model"
-    field = "model.path" if cfg.model.path is not None else "model.build_dir"
+    field = f"model.{cfg.model.start_field}"
     with _config_errors_exit_2():
         path = model or (trained if (trained / "config.json").is_file() else
                          local_or_hub_model(cfg.model.path) if cfg.model.path else Path(cfg.model.build_dir))

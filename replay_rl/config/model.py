@@ -86,9 +86,14 @@ class ModelConfig(_Section):
         return self
 
     @property
+    def start_field(self) -> str:
+        """The field the run's model comes from: `path`, or else `build_dir`."""
+        return "path" if self.path is not None else "build_dir"
+
+    @property
     def start_from(self) -> str:
-        """The folder or hub id the run's model comes from: `path`, or else `build_dir`."""
-        return self.path if self.path is not None else self.build_dir
+        """The folder or hub id the run's model comes from: the value of start_field."""
+        return getattr(self, self.start_field)
 
 
 class WarmstartConfig(_Section):

@@ -74,6 +74,12 @@ class JsonlMathTaskConfig(_TaskCommon):
     """Python format string for the prompt; `{question}` is replaced, literal braces are doubled."""
 
 
+def absolute_if_file(path: str) -> str:
+    """A file path made absolute where the config is read (Ray's actors do not share the driver's working
+    directory); anything else as given, for its own check to name."""
+    return str(Path(path).resolve()) if Path(path).is_file() else path
+
+
 class DatasetTaskConfig(_TaskCommon):
     type: Literal["dataset"] = "dataset"
     """Your own data and reward: rows of a JSONL or parquet file, each scored by your function (`reward`)."""
@@ -104,8 +110,7 @@ class DatasetTaskConfig(_TaskCommon):
     @field_validator("path", "eval_path")
     @classmethod
     def _absolute(cls, path: str | None) -> str | None:
-        # absolute where the config is read: Ray's actors do not share the driver's working directory
-        return str(Path(path).resolve()) if path is not None and Path(path).is_file() else path
+        return None if path is None else absolute_if_file(path)
 
     @field_validator("reward")
     @classmethod
@@ -113,9 +118,7 @@ class DatasetTaskConfig(_TaskCommon):
         where, _, name = spec.rpartition(":")
         if not where or not name.isidentifier():
             raise ValueError(f"{spec!r} must be package.module:function or path/to/file.py:function")
-        if where.endswith(".py") and Path(where).is_file():  # absolute where the config is read: Ray's actors
-            return f"{Path(where).resolve()}:{name}"      # do not share the driver's working directory
-        return spec
+        return f"{absolute_if_file(where)}:{name}" if where.endswith(".py") else spec
 
 
 TaskConfig = Annotated[

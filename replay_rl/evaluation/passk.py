@@ -11,7 +11,7 @@ from replay_rl.config import RunConfig
 from replay_rl.generation.backend import GenerationBackend, SamplingParams
 from replay_rl.rollout import FINISH_LENGTH
 from replay_rl.tasks import Problem, Task
-from replay_rl.tasks.scoring import completion_rewards, encode_prompts
+from replay_rl.tasks.scoring import encode_prompts, rewards_by_group
 
 
 def pass_at_k(n: int, c: int, k: int) -> float:
@@ -22,11 +22,9 @@ def pass_at_k(n: int, c: int, k: int) -> float:
 
 
 def score(task: Task, tokenizer, problems: Sequence[Problem], completions) -> np.ndarray:
-    """(len(problems), n) rewards; a completion cut at max_new_tokens gets 0 (tasks.scoring.completion_rewards), and
+    """(len(problems), n) rewards; a completion cut at max_new_tokens gets 0 (tasks.scoring.rewards_by_group), and
     one the reward does not apply to (None) counts as 0."""
-    flat = completion_rewards(task, tokenizer, [(p, c) for p, group in zip(problems, completions) for c in group])
-    n = len(completions[0]) if len(completions) else 0
-    return np.nan_to_num(np.array(flat, np.float64).reshape(len(problems), n), nan=0.0)  # None: not correct
+    return np.nan_to_num(np.array(rewards_by_group(task, tokenizer, problems, completions)), nan=0.0)
 
 
 def ks_reported(n: int) -> list[int]:

@@ -98,7 +98,7 @@ def check_manifest(cfg: RunConfig, path: Path) -> None:
         return
     diff = settings_diff(cfg, built)
     if diff:
-        field = "model.path" if cfg.model.path is not None else "model.build_dir"
+        field = f"model.{cfg.model.start_field}"
         raise ConfigError(f"{field} {str(path)!r} was warm-started with {', '.join(diff[:3])}: point {field} at "
                           "another folder (model.build_dir: it is built there) or delete this one to rebuild it")
 

@@ -104,7 +104,7 @@ def absolute(cfg: RunConfig) -> RunConfig:
     folder of that name, where the tiny model was built)."""
     from replay_rl.models.hub import is_hub_id
 
-    field = "path" if cfg.model.path is not None else "build_dir"
+    field = cfg.model.start_field
     model = cfg.model.start_from  # a build_dir is a folder, whatever its shape
     model = model if field == "path" and is_hub_id(model) else str(Path(model).absolute())
     return cfg.model_copy(update={

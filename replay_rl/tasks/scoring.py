@@ -32,17 +32,22 @@ def completion_rewards(task: Task, tokenizer, items: Sequence[tuple[Problem, obj
     return list(scored)
 
 
+def rewards_by_group(task: Task, tokenizer, problems: Sequence[Problem], groups) -> list[np.ndarray]:
+    """groups[i]: problem i's completions; each group's rewards (NaN where the reward does not apply), every
+    completion of the call scored in one completion_rewards, so a task's pool takes them all at once."""
+    flat = iter(completion_rewards(task, tokenizer, [(p, c) for p, group in zip(problems, groups) for c in group]))
+    return [np.array([next(flat) for _ in group], np.float64) for group in groups]
+
+
 def score_groups(task: Task, tokenizer, problems: Sequence[Problem], prompts: Sequence[np.ndarray], groups,
                  group_ids: Iterable[int], versions: Callable[[object], tuple[int, int, int]],
                  generator_id: int) -> list[Rollout]:
     """groups[i]: problem i's completions (backend.Completion). versions(completion): its (policy_version,
     last_version, created_step). Rollouts are built by keyword: two of the 13 fields swapped by position would
     go unnoticed."""
-    rollouts = []
-    flat = completion_rewards(task, tokenizer, [(p, c) for p, group in zip(problems, groups) for c in group])
-    starts = np.cumsum([0] + [len(g) for g in groups])
-    for i, (problem, prompt, group, gid) in enumerate(zip(problems, prompts, groups, group_ids)):
-        rewards, advantages, baseline = applicable_advantages(np.array(flat[starts[i]:starts[i + 1]]))
+    rollouts, scored = [], rewards_by_group(task, tokenizer, problems, groups)
+    for prompt, group, gid, group_rewards in zip(prompts, groups, group_ids, scored):
+        rewards, advantages, baseline = applicable_advantages(group_rewards)
         for c, r, a in zip(group, rewards, advantages):
             oldest, newest, created = versions(c)
             rollouts.append(Rollout(
