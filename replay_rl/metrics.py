@@ -17,6 +17,22 @@ from typing import Sequence
 ROW_FIELDS = ("step", "kind", "time")  # a metrics.jsonl row's own fields, beside its values
 
 
+def keep_rows_through(path: Path, step: int) -> list[dict]:
+    """Drop the JSON lines of `path` whose step is after `step` and return the rows kept. A file already within it
+    (a finished run extended) is left as it is, not rewritten; a rewrite goes through a copy, so a kill mid-rewrite
+    leaves the old file whole."""
+    if not path.is_file():
+        return []
+    lines = path.read_text().splitlines(keepends=True)
+    kept = [(line, row) for line in lines if line.strip() if (row := json.loads(line))["step"] <= step]
+    text = [line.rstrip("\n") + "\n" for line, _ in kept]
+    if text != lines:
+        partial = path.with_name(path.name + ".partial")
+        partial.write_text("".join(text))
+        os.replace(partial, path)
+    return [row for _, row in kept]
+
+
 class MetricsSink:
     def __init__(self, output_dir: str | Path, keep_through_step: int | None = None) -> None:
         """keep_through_step: a resumed run's checkpoint step; rows after it are dropped, since the resumed run
@@ -26,16 +42,9 @@ class MetricsSink:
         self.dir.mkdir(parents=True, exist_ok=True)
         path = self.dir / "metrics.jsonl"
         self.kept: list[dict] = []
-        if keep_through_step is not None and path.is_file():
-            lines = path.read_text().splitlines(keepends=True)
-            kept = [(line, row) for line in lines if line.strip()
-                    if (row := json.loads(line))["step"] <= keep_through_step]
-            self.kept = [row for _, row in kept]
-            text = [line.rstrip("\n") + "\n" for line, _ in kept]
-            if text != lines:  # else (a finished run extended) the file is left as it is, not rewritten
-                partial = path.with_name(path.name + ".partial")
-                partial.write_text("".join(text))
-                os.replace(partial, path)  # a kill mid-rewrite leaves the old file whole
+        if keep_through_step is not None:
+            self.kept = keep_rows_through(path, keep_through_step)
+            keep_rows_through(self.dir / "samples.jsonl", keep_through_step)  # its steps are written again too
         self._file = path.open("a")
         self._trackers: list = []
 

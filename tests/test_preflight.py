@@ -137,16 +137,20 @@ def test_checkpoints_are_staged_and_partial_ones_ignored(tmp_path):
         commit(staging_dir(tmp_path, 6), tmp_path / "checkpoints" / "step_6")
 
 
-def test_resumed_metrics_drop_rows_after_the_checkpoint(tmp_path):
+def test_resumed_metrics_and_samples_drop_rows_after_the_checkpoint(tmp_path):
     sink = MetricsSink(tmp_path)
     for step in range(1, 6):
         sink.log(step, "train", {"loss": float(step)})
         if step % 2 == 0:
             sink.log(step, "eval", {"eval/pass@1": 0.5})
+        sink.log_samples(step, [{"completion": f"old {step}"}])
     sink.close()
     sink = MetricsSink(tmp_path, keep_through_step=4)   # resumed from step_4: steps 5.. are written again
     sink.log(5, "train", {"loss": 50.0})
+    sink.log_samples(5, [{"completion": "new 5"}])
     sink.close()
+    samples = [json.loads(line) for line in (tmp_path / "samples.jsonl").read_text().splitlines()]
+    assert [s["completion"] for s in samples] == ["old 1", "old 2", "old 3", "old 4", "new 5"]
     rows = read_metrics(tmp_path / "metrics.jsonl")
     assert [(r["step"], r["kind"]) for r in rows] == [(1, "train"), (2, "train"), (2, "eval"), (3, "train"),
                                                       (4, "train"), (4, "eval"), (5, "train")]
