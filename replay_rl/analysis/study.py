@@ -32,14 +32,19 @@ import numpy as np
 SMOOTH_HALF = 2  # evals each side of the moving average (the simulation's choice, see the module docstring)
 
 
-def smooth(acc: np.ndarray, half: int = SMOOTH_HALF) -> np.ndarray:
-    """The mean of the evals within ±half of each, then the running max. The first eval (step 0: every seed scores
-    the same model there) is kept as it is and never averaged into later ones; windows shrink at the ends."""
+def moving_average(acc: np.ndarray, half: int = SMOOTH_HALF) -> np.ndarray:
+    """The mean of the evals within ±half of each. The first eval (step 0: every seed scores the same model there)
+    is kept as it is and never averaged into later ones; windows shrink at the ends."""
     acc = np.asarray(acc, float)
     out = acc.copy()
     for e in range(1, len(acc)):
         out[e] = acc[max(1, e - half):e + half + 1].mean()
-    return np.maximum.accumulate(out)
+    return out
+
+
+def smooth(acc: np.ndarray, half: int = SMOOTH_HALF) -> np.ndarray:
+    """`moving_average`, then the running max."""
+    return np.maximum.accumulate(moving_average(acc, half))
 
 
 @dataclass(frozen=True)
@@ -163,8 +168,28 @@ def side_curve(a: np.ndarray, keep: list[int], pick: Pick = "frontier") -> tuple
         return np.nanmean(rows, axis=0), in_sample
 
 
+def isotonic(values: np.ndarray) -> np.ndarray:
+    """The least-squares non-decreasing fit (pool adjacent violators) of the finite values; NaN stays NaN."""
+    values = np.asarray(values, float)
+    finite = np.flatnonzero(np.isfinite(values))
+    blocks: list[list[float]] = []  # [mean, count]
+    for y in values[finite]:
+        blocks.append([y, 1.0])
+        while len(blocks) > 1 and blocks[-2][0] > blocks[-1][0]:
+            (m1, w1), (m2, w2) = blocks.pop(-2), blocks.pop()
+            blocks.append([(m1 * w1 + m2 * w2) / (w1 + w2), w1 + w2])
+    out = np.full(len(values), np.nan)
+    out[finite] = np.concatenate([np.full(int(w), m) for m, w in blocks]) if blocks else []
+    return out
+
+
+def running_max(values: np.ndarray) -> np.ndarray:
+    """The best so far, NaN skipped."""
+    return np.fmax.accumulate(values)
+
+
 def compare(base: Side, cfg: Side, frac: float = 0.98, level: float = 0.9, pick: Pick = "frontier",
-            targets: tuple[float, ...] = (), smoother=smooth) -> dict:
+            targets: tuple[float, ...] = (), smoother=smooth, monotone=running_max) -> dict:
     """Compute saved by `cfg` against `base` (see the module docstring for the estimator). pick="frontier": frontier
     against frontier; "own_best": each side at the single label best at the last common budget.
 
@@ -173,8 +198,9 @@ def compare(base: Side, cfg: Side, frac: float = 0.98, level: float = 0.9, pick:
     reach_cfg (inf when not reached), saved_pct (None when censored or undefined), saved_pct_ci (jackknife-t at
     `level`, a bound None where a replicate is censored), censored_fraction (share of the point and its jackknife
     replicates where cfg did not reach), budgets_ahead_fraction and max_lead (cfg against base after compute 0,
-    both running maxes), and `targets`: the same reach and saving for each absolute accuracy target. `smoother`: the per-seed step (only
-    benchmarks/estimator_choice.py changes it, to compare the candidates).
+    both running maxes), and `targets`: the same reach and saving for each absolute accuracy target. `smoother`: the
+    per-seed step, and `monotone`: the step after the mean over seeds, which reach reads (only
+    benchmarks/estimator_choice.py changes them, to compare the candidates).
     """
     grid = budget_grid([base, cfg])
     arrays = [_array(s, grid, smoother) for s in (base, cfg)]
@@ -184,8 +210,8 @@ def compare(base: Side, cfg: Side, frac: float = 0.98, level: float = 0.9, pick:
     def savings(keep_b: list[int], keep_c: list[int]):
         vb, lb = side_curve(arrays[0], keep_b, pick)
         vc, lc = side_curve(arrays[1], keep_c, pick)
-        best = float(np.nanmax(vb))
-        mb, mc = np.fmax.accumulate(vb), np.fmax.accumulate(vc)
+        mb, mc = monotone(vb), monotone(vc)
+        best = float(np.nanmax(mb))
         rows = [(frac * best if g is None else g) for g in goals]
         reach = [(first_reach(grid, mb, t), first_reach(grid, mc, t)) for t in rows]
         return vb, vc, lb, lc, best, rows, reach
