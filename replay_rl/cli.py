@@ -54,10 +54,10 @@ def warmstart(src: Path = typer.Argument(..., help="HF model folder to start fro
               out: Path = typer.Argument(..., help="folder to write the warm-started model into"),
               config: Optional[Path] = ConfigOpt, set_: Optional[List[str]] = SetOpt) -> None:
     """Supervised warm start on task demonstrations for warmstart.steps; writes its manifest (warmstart.json)."""
-    from replay_rl.evaluation.warmstart import warmstart as run
-
+    from replay_rl.evaluation.warmstart import check_reference, warmstart as run
     cfg = _load(config, set_)
     typer.echo(json.dumps(run(cfg, src, out, log=lambda *_: None)))
+    check_reference(cfg, out, log=lambda line: typer.echo(line, err=True), where=str(out))
 
 
 @app.command("eval")

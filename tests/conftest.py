@@ -1,4 +1,4 @@
-"""Shared fixtures: one warm-started tiny model per test session (real HF folder, ~20 s), one local Ray cluster."""
+"""Shared fixtures: the shipped warm model of the default settings (a real HF folder), one local Ray cluster."""
 
 from __future__ import annotations
 
@@ -13,7 +13,6 @@ import pytest
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")
-WARM_START_BOUND_S = 1800  # ~10 s idle here (330 steps); 733 s was seen under load before threads were bounded
 # CI gives install and suite 90 min. Fixtures run outside pytest-timeout's per-test bound (timeout_func_only), so a
 # fixture that hangs would run into CI's limit silently (it did once, 90 min, on a stale torch build lock): past
 # this bound every thread's stack is printed and the session exits 1.
@@ -22,9 +21,8 @@ SESSION_DEADLINE = time.monotonic() + SESSION_BOUND_S
 TERMINAL: list = []  # a copy of stderr taken before pytest captures it: the dump must reach the CI log
 
 
-def bound_rest_of_session(at_most_s: float = float("inf")) -> None:
-    faulthandler.dump_traceback_later(max(1.0, min(at_most_s, SESSION_DEADLINE - time.monotonic())), exit=True,
-                                      file=TERMINAL[0])
+def bound_rest_of_session() -> None:
+    faulthandler.dump_traceback_later(max(1.0, SESSION_DEADLINE - time.monotonic()), exit=True, file=TERMINAL[0])
 
 
 def pytest_configure(config):
@@ -74,18 +72,15 @@ def init_model(tiny_cfg):
 
 
 @pytest.fixture(scope="session")
-def warm_model(tiny_cfg, init_model):
-    """(path, warm-start stats): the model RL starts from in every test that trains. Built once per session and
-    outside per-test timeouts (timeout_func_only), so a loaded box slows it without failing the first test that
-    needs it; its own bound is WARM_START_BOUND_S, after which the session exits with a traceback."""
-    from replay_rl.evaluation.warmstart import warmstart
+def warm_model(tiny_cfg):
+    """(path, manifest): the model RL starts from in every test that trains, the shipped reference warm model of the
+    default settings (the testbed on every machine), copied as a run copies it to model.build_dir."""
+    from replay_rl.evaluation.warmstart import ensure_model
+    from replay_rl.models.shipped import read_manifest
 
-    bound_rest_of_session(WARM_START_BOUND_S)
-    try:
-        stats = warmstart(tiny_cfg, init_model, tiny_cfg.model.path, log=lambda *_: None)
-    finally:
-        bound_rest_of_session()
-    return tiny_cfg.model.path, stats
+    path = ensure_model(tiny_cfg.model_copy(update={"model": tiny_cfg.model.model_copy(
+        update={"path": None, "build_dir": tiny_cfg.model.path})}), log=lambda *_: None)
+    return str(path), read_manifest(path)
 
 
 @pytest.fixture(scope="session")

@@ -53,6 +53,10 @@ class ModelConfig(_Section):
     build_dir: str = "runs/models/arith2-warm-330"
     """Where `build` puts the model it builds. The tiny default names the warm start's step count, so a folder built
     by older code (a threshold stop) is not picked up by default."""
+    reference_sha256: str | None = Field(None, pattern=r"^[0-9a-f]{64}$")
+    """The sha256 (over the *.safetensors files) of the warm model this config's results were measured from; a
+    warm-started folder with other bits gets one warning line (a rebuild on another CPU is another model). None:
+    the shipped model's for these settings (replay_rl/models/warm/), if one is shipped."""
     tiny: TinyModelSpec = TinyModelSpec()
     """Shape of the model that build=tiny builds."""
     chat_template: bool = False

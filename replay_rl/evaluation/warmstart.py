@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import shutil
 import time
 from pathlib import Path
 
@@ -21,9 +22,8 @@ from replay_rl.config import ConfigError, RunConfig
 from replay_rl.evaluation.passk import greedy_accuracy
 from replay_rl.generation.hf import HFBackend
 from replay_rl.models.hf_folder import init_tiny_model_folder, load_tokenizer, parameter_count, save_model_folder
+from replay_rl.models.shipped import MANIFEST, read_manifest, shipped_models
 from replay_rl.tasks import make_task
-
-MANIFEST = "warmstart.json"
 
 
 def model_checksum(path: str | Path) -> str:
@@ -43,11 +43,6 @@ def build_settings(cfg: RunConfig) -> dict:
     """Everything the warm-started weights depend on; a folder built from other settings is another model."""
     w = cfg.warmstart.model_dump(exclude={"eval_prompts"})
     return {"tiny": cfg.model.tiny.model_dump(), "warmstart": w, "task": cfg.task.model_dump()}
-
-
-def read_manifest(path: str | Path) -> dict | None:
-    f = Path(path) / MANIFEST
-    return json.loads(f.read_text()) if f.is_file() else None
 
 
 def demo_batches(tokenizer, task, cfg: RunConfig, rng: np.random.Generator):
@@ -78,16 +73,47 @@ def ensure_model(cfg: RunConfig, log=print) -> Path:
         check_manifest(cfg, path)
         return path
     path = Path(cfg.model.build_dir)
-    if (path / "config.json").is_file():
-        check_manifest(cfg, path)
-        return path
-    if cfg.model.build == "smollm2_135m":
-        from replay_rl.models.pretrained import build_smollm2_folder
+    if not (path / "config.json").is_file():
+        if cfg.model.build == "smollm2_135m":
+            from replay_rl.models.pretrained import build_smollm2_folder
 
-        return build_smollm2_folder(path)
-    init = init_tiny_model_folder(cfg.model.tiny, path.with_name(path.name + "-init"))
-    warmstart(cfg, init, path, log)
+            return build_smollm2_folder(path)
+        if (shipped := shipped_for(cfg)) is not None:  # the same bits on every machine
+            shutil.copytree(shipped, path)
+            log(f"warm model: the shipped reference {shipped.name} (sha256 {model_checksum(path)[:12]}, step-0 "
+                f"pass@1 {read_manifest(path)['eval_accuracy']:.3f}) → {path}")
+        else:
+            warmstart(cfg, init_tiny_model_folder(cfg.model.tiny, path.with_name(path.name + "-init")), path, log)
+    check_manifest(cfg, path)
+    check_reference(cfg, path, log)
     return path
+
+
+def shipped_for(cfg: RunConfig) -> Path | None:
+    """The shipped warm model built from cfg's settings (model.tiny, warmstart, task), if there is one."""
+    if cfg.model.build != "tiny":
+        return None
+    return next((f for f in shipped_models() if not settings_diff(cfg, read_manifest(f)["settings"])), None)
+
+
+def reference_sha256(cfg: RunConfig) -> str | None:
+    """The checksum the run's warm model should have: model.reference_sha256, else the shipped model's for these
+    settings; None when neither names one (your own settings, a pretrained model)."""
+    shipped = shipped_for(cfg)
+    return cfg.model.reference_sha256 or (read_manifest(shipped)["sha256"] if shipped else None)
+
+
+def check_reference(cfg: RunConfig, path: Path, log=print, where: str | None = None) -> None:
+    """One line when the warm model at `path` (`where`: how to name it; default its model.* field) is not the
+    reference: a rebuild on this machine, which starts RL from another model than the committed results did."""
+    if read_manifest(path) is None:  # not a warm start: a pretrained model, a run's final_model
+        return
+    want = reference_sha256(cfg) if cfg.model.path is None else cfg.model.reference_sha256
+    if want is None or (have := model_checksum(path)) == want:
+        return
+    log(f"warning: {where or f'model.{cfg.model.start_field} {str(path)!r}'} holds sha256 {have[:12]}, not the "
+        f"reference {want[:12]} (model.reference_sha256): results from it will differ from the committed ones (a "
+        "warm start rebuilt on another CPU is another model: docs/reproducibility.md)")
 
 
 def check_manifest(cfg: RunConfig, path: Path) -> None:
