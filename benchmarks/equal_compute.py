@@ -1,7 +1,9 @@
 """Each side at its best LR, read at equal compute from a committed study's results.json: the median over seeds of
 pass@16 and sampled pass@1 at a third, two thirds and all of the shortest run's compute (either side's), with the
-seeds' range in brackets (3 seeds: too few for an interval), and the mean entropy of the training batches over the
-run (median over seeds). Prints one line a side; the findings pages quote it.
+seeds' range in brackets, and the mean entropy of the training batches over the run (median over seeds). Then the
+gap in greedy pass@1 (replay − baseline) at the same budgets: each seed's evals averaged over ±2 evals (the
+estimator's per-seed step, so one noisy eval does not decide it), the difference of the sides' means with a 90%
+Welch t interval over seeds. Prints one line a side and one for the gap; the findings pages quote them.
 
     python benchmarks/equal_compute.py benchmarks/results/measure/countdown/results.json
 """
@@ -13,6 +15,8 @@ import json
 
 import numpy as np
 
+from replay_rl.analysis.study import moving_average, t_quantile
+
 
 def at_equal_compute(runs: list[dict], end: float, thirds: int = 3) -> dict:
     budgets = [end * (i + 1) / thirds for i in range(thirds)]
@@ -20,6 +24,20 @@ def at_equal_compute(runs: list[dict], end: float, thirds: int = 3) -> dict:
             for k in ("16", "1")}
     return {"budgets": budgets, "pass@16": read["16"], "sampled pass@1": read["1"],
             "entropy": float(np.median([np.mean(r["entropy"]) for r in runs]))}
+
+
+def greedy_gap(base: list[dict], cfg: list[dict], budgets: list[float], level: float = 0.9) -> list[tuple]:
+    """(mean difference, lo, hi) of smoothed greedy pass@1 at each budget, replay − baseline, Welch t interval."""
+    def at(runs, b):
+        return np.array([np.interp(b, r["compute"], moving_average(r["pass@1"])) for r in runs])
+    out = []
+    for b in budgets:
+        x, y = at(base, b), at(cfg, b)
+        vx, vy = x.var(ddof=1) / len(x), y.var(ddof=1) / len(y)
+        df = (vx + vy) ** 2 / (vx ** 2 / (len(x) - 1) + vy ** 2 / (len(y) - 1)) if vx + vy > 0 else 1
+        half = t_quantile((1 + level) / 2, max(1, int(df))) * np.sqrt(vx + vy)
+        out.append((y.mean() - x.mean(), y.mean() - x.mean() - half, y.mean() - x.mean() + half))
+    return out
 
 
 def main() -> None:
@@ -35,6 +53,10 @@ def main() -> None:
         budgets = " / ".join(f"{b:.0f}" for b in got["budgets"])
         print(f"{side} at lr {lr:g} ({len(runs[side])} seeds), compute {budgets}: pass@16 {seeds(got['pass@16'])}; "
               f"sampled pass@1 {seeds(got['sampled pass@1'])}; entropy {got['entropy']:.3f}")
+    sides = list(best)
+    gaps = greedy_gap(runs[sides[0]], runs[sides[1]], at_equal_compute(runs[sides[0]], end)["budgets"])
+    print(f"greedy pass@1, {sides[1]} − {sides[0]} (±2-eval mean a seed, 90% Welch t): " +
+          " / ".join(f"{d:+.3f} [{lo:+.3f}, {hi:+.3f}]" for d, lo, hi in gaps))
 
 
 def seeds(at_budgets: list[list[float]]) -> str:

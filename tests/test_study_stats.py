@@ -91,9 +91,11 @@ def test_jackknife_interval_by_hand():
     assert t_quantile(0.95, 1) == pytest.approx(6.3138, abs=1e-3) and t_quantile(0.05, 2) == pytest.approx(-2.92, abs=1e-3)
 
 
-def test_end_slope_is_accuracy_per_doubling_over_the_last_evals():
-    # +0.1 per doubling exactly on one seed, +0.2 on the other: mean 0.15, t(0.95, 1)·sd/√2 = 6.314·0.0707/1.414
-    seeds = [c([(1, 0.1), (2, 0.2), (4, 0.3), (8, 0.4)]), c([(1, 0.1), (2, 0.3), (4, 0.5), (8, 0.7)])]
-    got = end_slope(seeds, last=4)
+def test_end_slope_is_accuracy_per_doubling_over_the_last_doubling():
+    # over compute 4..8 (the last doubling): +0.1 per doubling on one seed, +0.2 on the other; the evals before 4
+    # rise faster and must not count: mean 0.15, t(0.95, 1)·sd/√2 = 6.314·0.0707/1.414
+    seeds = [c([(1, 0.0), (2, 0.4), (4, 0.5), (6, 0.5 + 0.1 * np.log2(1.5)), (8, 0.6)]),
+             c([(1, 0.0), (2, 0.1), (4, 0.5), (6, 0.5 + 0.2 * np.log2(1.5)), (8, 0.7)])]
+    got = end_slope(seeds)
     assert got["per_doubling"] == pytest.approx(0.15)
     assert got["ci"] == pytest.approx([0.15 - 0.3157, 0.15 + 0.3157], abs=1e-3)

@@ -243,12 +243,14 @@ def _pct(x: float | None) -> float | None:
     return None if x is None or not np.isfinite(x) else 100 * float(x)
 
 
-def end_slope(curves: list[Curve], last: int = 8, level: float = 0.9) -> dict:
-    """Accuracy gained per doubling of compute at the end of a run: each seed's least-squares slope of accuracy on
-    log2(compute) over its last `last` evals, then the mean over seeds with a t interval (None with one seed)."""
+def end_slope(curves: list[Curve], level: float = 0.9) -> dict:
+    """Accuracy gained per doubling of compute over the last doubling of a run (its evals from half its final
+    compute on; a fixed count of evals spans a sliver of a long run: the last 8 of 61 are 0.18 doublings): each
+    seed's least-squares slope of accuracy on log2(compute), then the mean over seeds with a t interval (None with
+    one seed)."""
     def slope(c: Curve) -> float:
-        keep = c.compute > 0  # log2 of the step-0 eval is −inf
-        x, y = np.log2(c.compute[keep][-last:]), c.acc[keep][-last:]
+        keep = c.compute >= c.compute[-1] / 2
+        x, y = np.log2(c.compute[keep]), c.acc[keep]
         return float(np.polyfit(x, y, 1)[0]) if len(x) >= 2 else math.nan
 
     slopes = np.array([slope(c) for c in curves])

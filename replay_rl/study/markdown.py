@@ -72,7 +72,7 @@ def targets_markdown(o: dict, every: float = 0.02) -> list[str]:
         lo, hi = sl["ci"]
         ci = f" [{lo:+.3f}, {hi:+.3f}]" if lo is not None else ""
         lines.append(f"{'' if name == 'buffer' else chr(10)}End slope, {name} at its best LR ({sl['label']}): "
-                     f"{sl['per_doubling']:+.3f} accuracy per doubling of compute over the last 8 evals{ci} "
+                     f"{sl['per_doubling']:+.3f} accuracy per doubling of compute over its last doubling{ci} "
                      f"({sl['seeds']} seeds).")
     rising = [n for n, sl in o.get("end_slopes", {}).items() if sl["ci"][0] is not None and sl["ci"][0] > 0]
     if rising:
