@@ -24,6 +24,8 @@ def keep_rows_through(path: Path, step: int) -> list[dict]:
     if not path.is_file():
         return []
     lines = path.read_text().splitlines(keepends=True)
+    if lines and not lines[-1].endswith("\n"):  # a line cut off by a kill mid-write: never complete, dropped
+        lines = lines[:-1] + ["\n"]
     kept = [(line, row) for line in lines if line.strip() if (row := json.loads(line))["step"] <= step]
     text = [line.rstrip("\n") + "\n" for line, _ in kept]
     if text != lines:

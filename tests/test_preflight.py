@@ -145,6 +145,8 @@ def test_resumed_metrics_and_samples_drop_rows_after_the_checkpoint(tmp_path):
             sink.log(step, "eval", {"eval/pass@1": 0.5})
         sink.log_samples(step, [{"completion": f"old {step}"}])
     sink.close()
+    with (tmp_path / "samples.jsonl").open("a") as f:
+        f.write('{"step": 6, "compl')  # a kill mid-write
     sink = MetricsSink(tmp_path, keep_through_step=4)   # resumed from step_4: steps 5.. are written again
     sink.log(5, "train", {"loss": 50.0})
     sink.log_samples(5, [{"completion": "new 5"}])

@@ -8,15 +8,9 @@ asymmetry (baseline 0.023, replay 0.012), its reverse, and equal noise. This is 
 
 import pytest
 
-from replay_rl.analysis.study import compare
-from replay_rl.analysis.study_sim import ONE_X, THREE_X, simulate
+from replay_rl.analysis.study_sim import ONE_X, THREE_X, estimator, simulate
 
 STUDIES = 300  # 2 shapes × 6 cases in well under a minute; the choice itself ran 500 a cell
-
-
-def estimate(base, cfg, targets):
-    out = compare(base, cfg, targets=targets)
-    return [(out["saved_pct"], out["saved_pct_ci"]), *[(t["saved_pct"], t["saved_pct_ci"]) for t in out["targets"]]]
 
 
 @pytest.mark.parametrize("shape", [ONE_X, THREE_X], ids=["1x", "3x"])
@@ -24,7 +18,7 @@ def estimate(base, cfg, targets):
 @pytest.mark.parametrize("true_saved", [0.0, 0.15])
 def test_the_estimator_reads_the_true_saving_with_an_interval_that_covers_it(shape, noise_base, noise_cfg,
                                                                             true_saved):
-    goals = simulate(estimate, STUDIES, noise_base, noise_cfg, true_saved, shape=shape)
+    goals = simulate(estimator(), STUDIES, noise_base, noise_cfg, true_saved, shape=shape)
     assert len(goals) == 1 + len(shape.targets)
     for got in goals:
         assert abs(got["median_saved_pct"] - 100 * true_saved) <= 3, got

@@ -168,19 +168,22 @@ def side_curve(a: np.ndarray, keep: list[int], pick: Pick = "frontier") -> tuple
         return np.nanmean(rows, axis=0), in_sample
 
 
-def isotonic(values: np.ndarray) -> np.ndarray:
-    """The least-squares non-decreasing fit (pool adjacent violators) of the finite values; NaN stays NaN."""
+def isotonic(values: np.ndarray, weights: np.ndarray | None = None) -> np.ndarray:
+    """The (weighted) least-squares non-decreasing fit, pool adjacent violators. NaN entries are left out of the fit
+    and filled by interpolation between their neighbours' fitted values (held flat past the ends)."""
     values = np.asarray(values, float)
-    finite = np.flatnonzero(np.isfinite(values))
-    blocks: list[list[float]] = []  # [mean, count]
-    for y in values[finite]:
-        blocks.append([y, 1.0])
+    w = np.ones(len(values)) if weights is None else np.asarray(weights, float)
+    keep = np.flatnonzero(~np.isnan(values))
+    blocks: list[list[float]] = []  # [mean, weight, count]
+    for y, wi in zip(values[keep], w[keep]):
+        blocks.append([y, wi, 1])
         while len(blocks) > 1 and blocks[-2][0] > blocks[-1][0]:
-            (m1, w1), (m2, w2) = blocks.pop(-2), blocks.pop()
-            blocks.append([(m1 * w1 + m2 * w2) / (w1 + w2), w1 + w2])
-    out = np.full(len(values), np.nan)
-    out[finite] = np.concatenate([np.full(int(w), m) for m, w in blocks]) if blocks else []
-    return out
+            (m1, w1, n1), (m2, w2, n2) = blocks[-2], blocks.pop()
+            blocks[-1] = [(m1 * w1 + m2 * w2) / (w1 + w2), w1 + w2, n1 + n2]
+    if not blocks:
+        return np.full(len(values), np.nan)
+    fit = np.concatenate([np.full(int(n), m) for m, _, n in blocks])
+    return np.interp(np.arange(len(values)), keep, fit) if len(keep) < len(values) else fit
 
 
 def running_max(values: np.ndarray) -> np.ndarray:

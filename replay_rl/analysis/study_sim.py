@@ -10,9 +10,9 @@ moving average):
   speed (SD 0.10), the config's eval noise autocorrelated from one eval to the next (lag 1: 0.23, as replay's
   residuals at 5e-5 measured), and two learning rates a side (the best, 1.5e-4, and 3e-4, which flattens at 0.75),
   so the estimator's held-out choice of LR runs as it does on the study.
-Each shape's absolute targets: 0.6, 0.7 and 0.8, and the highest multiple of 0.02 (the study's target step), that
-its true curve reaches after its fourth eval (earlier, the grid cannot resolve a saving) and before 80% of its
-budget (later, a slower seed may not get there).
+Each shape's absolute targets: those of 0.6, 0.7 and 0.8, and the highest multiple of 0.02 (the study's target
+step), that its true curve reaches after its fourth eval (earlier, the grid cannot resolve a saving) and before 80%
+of its budget (later, a slower seed may not get there).
 """
 
 from __future__ import annotations
@@ -21,7 +21,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from replay_rl.analysis.study import Curve, Side
+from replay_rl.analysis.study import Curve, Side, compare
 
 BASE_GRID = np.array([0, 161, 319, 476, 633, 790, 947, 1104, 1261, 1418, 1575, 1732, 1889, 2046, 2203, 2360, 2517,
                       2674, 2831, 2988, 3145], float)
@@ -50,10 +50,10 @@ class Shape:
     cfg_noise_lag1: float = 0.0
 
     def truth(self, label: int, compute: np.ndarray) -> np.ndarray:
-        """A label's true curve at any compute: interpolated, and past its end continued at the gain per doubling
-        of its last five points (a stretched config is read past the baseline's budget)."""
+        """A label's true curve at any compute: interpolated, and past its end continued at its gain over its last
+        doubling (a stretched config, or a fast seed, is read past the baseline's budget)."""
         c, acc = np.asarray(compute, float), self.labels[label]
-        slope = (acc[-1] - acc[-5]) / np.log2(self.at[-1] / self.at[-5])
+        slope = acc[-1] - np.interp(self.at[-1] / 2, self.at, acc)
         past = acc[-1] + slope * np.log2(np.maximum(c, 1.0) / self.at[-1])
         return np.where(c > self.at[-1], past, np.interp(c, self.at, acc))
 
@@ -62,6 +62,17 @@ ONE_X = Shape("1×: 21 evals, steep", BASE_GRID, (BASE_TRUTH,), BASE_GRID, speed
               targets=(0.6, 0.7, 0.76))
 THREE_X = Shape("3×: 61 evals, flattening", THREE_X_AT, (THREE_X_BEST, THREE_X_HIGH_LR), np.linspace(0.0, 9425.0, 61),
                 speed_sd=0.10, targets=(0.6, 0.7, 0.8, 0.84), cfg_noise_lag1=0.23)
+
+
+def estimator(smoother=None, monotone=None):
+    """simulate's `estimate` for compare() with these steps (None: compare's defaults): 98% of the best, then each
+    target, as (saved %, [lo, hi])."""
+    steps = {k: v for k, v in (("smoother", smoother), ("monotone", monotone)) if v is not None}
+
+    def estimate(base: Side, cfg: Side, targets: tuple[float, ...]) -> list[tuple]:
+        out = compare(base, cfg, targets=targets, **steps)
+        return [(out["saved_pct"], out["saved_pct_ci"]), *[(t["saved_pct"], t["saved_pct_ci"]) for t in out["targets"]]]
+    return estimate
 
 
 def eval_noise(rng: np.random.Generator, sd: float, n: int, lag1: float) -> np.ndarray:
@@ -89,7 +100,7 @@ def simulate(estimate, studies: int, noise_base: float, noise_cfg: float, true_s
     """Run `estimate(base_side, cfg_side, targets) -> [(saved %, [lo, hi]), ...]` (98% of the best, then each of
     shape.targets; None for censored) on `studies` simulated studies. Returns, per goal, the median saved % (a
     censored study counts as −inf), its share of censored studies, and the share whose interval covers the truth (a
-    None bound is open on its side)."""
+    None bound is open on its side; a censored study covers nothing)."""
     rng = np.random.default_rng(seed)
     cfg_grid = shape.grid + np.r_[0, np.full(len(shape.grid) - 1, 2.0)]
     points, covered = [], []
@@ -98,8 +109,9 @@ def simulate(estimate, studies: int, noise_base: float, noise_cfg: float, true_s
         cfg = side(rng, shape, cfg_grid, noise_cfg, 1.0 - true_saved, n_seeds, shape.cfg_noise_lag1)
         got = estimate(base, cfg, shape.targets)
         points.append([-np.inf if p is None else p for p, _ in got])
-        covered.append([(lo is None or lo <= 100 * true_saved) and (hi is None or 100 * true_saved <= hi)
-                        for _, (lo, hi) in got])
+        # a censored or undefined point has no interval: it does not cover the truth
+        covered.append([p is not None and (lo is None or lo <= 100 * true_saved) and
+                        (hi is None or 100 * true_saved <= hi) for p, (lo, hi) in got])
     points, covered = np.array(points), np.array(covered, float)
     return [{"goal": goal, "median_saved_pct": float(np.median(points[:, i])),
              "censored": float(np.mean(np.isinf(points[:, i]))), "coverage": float(covered[:, i].mean())}

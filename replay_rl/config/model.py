@@ -54,9 +54,10 @@ class ModelConfig(_Section):
     """Where `build` puts the model it builds. The tiny default names the warm start's step count, so a folder built
     by older code (a threshold stop) is not picked up by default."""
     reference_sha256: str | None = Field(None, pattern=r"^[0-9a-f]{64}$")
-    """The sha256 (over the *.safetensors files) of the warm model this config's results were measured from; a
-    warm-started folder with other bits gets one warning line (a rebuild on another CPU is another model). None:
-    the shipped model's for these settings (replay_rl/models/warm/), if one is shipped."""
+    """The sha256 (over the *.safetensors files) of the shipped warm model this config's settings build
+    (replay_rl/models/warm/); a warm-started folder with other bits gets one warning line (a rebuild on another CPU
+    is another model). Pinned in a config so a reader sees which model it starts from; None: the shipped model's
+    own. Settings no shipped model has are not checked."""
     tiny: TinyModelSpec = TinyModelSpec()
     """Shape of the model that build=tiny builds."""
     chat_template: bool = False

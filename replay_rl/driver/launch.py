@@ -48,12 +48,13 @@ def join_weight_group(cfg: RunConfig, learners: LearnerGroup, generators: list) 
     comes (a generator whose model does not load) would leave the others in the rendezvous for NCCL's 30 min."""
     world, bound_s = len(generators) + 1, cfg.run.start_timeout_s
     deadline = time.monotonic() + bound_s
-    # a port of its own: the rendezvous' port is held by the learners' process group (EADDRINUSE, seen in CI)
-    address = learners.ranks[0].address.remote()
     # every member built first: the group's store waits only sync.timeout_s for its members, and a generator still
     # loading its model under load missed it (CI: 1/3 joined after 61 s)
-    built = {g.pid.remote(): f"generator {i}" for i, g in enumerate(generators)}
-    await_start({address: "learner rank 0's address"} | built, deadline, bound_s)
+    await_start({g.pid.remote(): f"generator {i}" for i, g in enumerate(generators)}, deadline, bound_s)
+    # then a port of its own, just before the store binds it: the rendezvous' port is held by the learners' process
+    # group (EADDRINUSE, seen in CI)
+    address = learners.ranks[0].address.remote()
+    await_start({address: "learner rank 0's address"}, deadline, bound_s)
     host, port = ray.get(address)
     joins = {learners.ranks[0].join_weight_group.remote(host, port, world): "learner rank 0's weight broadcast group"}
     joins |= {g.join_weight_group.remote(host, port, i + 1, world): f"generator {i}" for i, g in enumerate(generators)}

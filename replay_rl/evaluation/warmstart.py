@@ -79,7 +79,10 @@ def ensure_model(cfg: RunConfig, log=print) -> Path:
 
             return build_smollm2_folder(path)
         if (shipped := shipped_for(cfg)) is not None:  # the same bits on every machine
-            shutil.copytree(shipped, path)
+            partial = path.with_name(path.name + ".partial")  # a copy cut off never looks like a model folder
+            shutil.rmtree(partial, ignore_errors=True)
+            shutil.copytree(shipped, partial)
+            partial.replace(path)
             log(f"warm model: the shipped reference {shipped.name} (sha256 {model_checksum(path)[:12]}, step-0 "
                 f"pass@1 {read_manifest(path)['eval_accuracy']:.3f}) → {path}")
         else:
@@ -97,23 +100,22 @@ def shipped_for(cfg: RunConfig) -> Path | None:
 
 
 def reference_sha256(cfg: RunConfig) -> str | None:
-    """The checksum the run's warm model should have: model.reference_sha256, else the shipped model's for these
-    settings; None when neither names one (your own settings, a pretrained model)."""
-    shipped = shipped_for(cfg)
-    return cfg.model.reference_sha256 or (read_manifest(shipped)["sha256"] if shipped else None)
+    """The checksum the run's warm model should have, for settings that have a shipped model: model.reference_sha256
+    if the config pins one, else the shipped model's. None for other settings (nothing to compare a build with)."""
+    if (shipped := shipped_for(cfg)) is None:
+        return None
+    return cfg.model.reference_sha256 or read_manifest(shipped)["sha256"]
 
 
 def check_reference(cfg: RunConfig, path: Path, log=print, where: str | None = None) -> None:
     """One line when the warm model at `path` (`where`: how to name it; default its model.* field) is not the
-    reference: a rebuild on this machine, which starts RL from another model than the committed results did."""
-    if read_manifest(path) is None:  # not a warm start: a pretrained model, a run's final_model
-        return
-    want = reference_sha256(cfg) if cfg.model.path is None else cfg.model.reference_sha256
-    if want is None or (have := model_checksum(path)) == want:
+    shipped reference for its settings: a rebuild on this machine, so RL starts from another model than the
+    shipped testbed's."""
+    if read_manifest(path) is None or (want := reference_sha256(cfg)) is None or (have := model_checksum(path)) == want:
         return
     log(f"warning: {where or f'model.{cfg.model.start_field} {str(path)!r}'} holds sha256 {have[:12]}, not the "
-        f"reference {want[:12]} (model.reference_sha256): results from it will differ from the committed ones (a "
-        "warm start rebuilt on another CPU is another model: docs/reproducibility.md)")
+        f"shipped reference {want[:12]} for these settings: RL starts from another model than the testbed's (a "
+        "warm start rebuilt on another CPU is one: docs/reproducibility.md); delete it to copy the shipped one")
 
 
 def check_manifest(cfg: RunConfig, path: Path) -> None:

@@ -30,6 +30,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from replay_rl.analysis.study import isotonic
 from replay_rl.probe.estimators import Interval, Sketches, _cells
 
 # numerator column → the column it is a share of, per age (Sketches.columns; sums over a rollout's tokens)
@@ -57,17 +58,6 @@ class Effective:
     mechanism: dict[str, np.ndarray]  # name → (A,) per-age share (MECHANISM), when measured
     draws_finite: float              # share of bootstrap draws with a finite α (σ²_eff finite at ≥ 2 ages)
     alpha_draws: np.ndarray          # (D,) α per bootstrap draw, for the plan's intervals
-
-
-def _isotonic(y: np.ndarray, w: np.ndarray) -> np.ndarray:
-    """Weighted pool-adjacent-violators: the non-decreasing fit of y closest in weighted least squares."""
-    blocks = []  # [mean, weight, size]
-    for yi, wi in zip(y, w):
-        blocks.append([yi, wi, 1])
-        while len(blocks) > 1 and blocks[-2][0] > blocks[-1][0]:
-            (m1, w1, n1), (m2, w2, n2) = blocks[-2], blocks.pop()
-            blocks[-1] = [(m1 * w1 + m2 * w2) / (w1 + w2), w1 + w2, n1 + n2]
-    return np.concatenate([np.full(n, m) for m, _, n in blocks])
 
 
 def _quad(wa: np.ndarray, k: np.ndarray, wb: np.ndarray) -> np.ndarray:
@@ -182,7 +172,7 @@ def _fit(s2_eff: np.ndarray, n: np.ndarray, ages: np.ndarray) -> tuple[np.ndarra
     if old.sum() < 2 or np.any(s2_eff[old] <= 0):
         return bar, float("nan"), float("nan")
     growth = float(np.polyfit(np.log(ages[old]), np.log(s2_eff[old]), 1, w=np.sqrt(n[old]))[0] / 2)
-    iso = _isotonic(s2_eff[old], n[old])
+    iso = isotonic(s2_eff[old], n[old])
     bar[old[ages >= 1]] = np.cumsum(iso * n[old]) / np.cumsum(n[old])
     return bar, float(np.polyfit(np.log(ages[old]), np.log(iso), 1)[0] / 2), growth
 
