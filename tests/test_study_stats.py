@@ -55,13 +55,13 @@ def test_saved_is_one_minus_reach_ratio_at_98_percent_of_the_baseline_best():
     base = {"lr": [c([(0, 0.0), (100, 0.49), (200, 0.5)])]}
     cfg = {"lr": [c([(0, 0.0), (60, 0.49), (200, 0.5)])]}
     out = compare(base, cfg, targets=(0.2,))
-    # smoothed: 0, 0.495, 0.495 on each side; best 0.495 → threshold 0.4851. Grid 0, 60, 100, 200: the baseline is
-    # 0.297 at 60 and reaches at 60 + 40·(0.4851 − 0.297)/(0.495 − 0.297) = 98; cfg at 60·0.4851/0.495 = 58.8
-    assert out["base_best"] == pytest.approx(0.495) and out["threshold"] == pytest.approx(0.4851)
-    assert out["reach_base"] == pytest.approx(98) and out["reach_cfg"] == pytest.approx(58.8)
+    # already monotone, so the isotonic fit keeps them: best 0.5 → threshold 0.49, which the baseline reaches at
+    # 100 and cfg at 60 (grid 0, 60, 100, 200)
+    assert out["base_best"] == pytest.approx(0.5) and out["threshold"] == pytest.approx(0.49)
+    assert out["reach_base"] == pytest.approx(100) and out["reach_cfg"] == pytest.approx(60)
     assert out["saved_pct"] == pytest.approx(40)
     assert out["saved_pct_ci"] == [None, None]  # one seed a side: no variance to estimate
-    # the absolute target 0.2: base 60·0.2/0.297 = 40.4, cfg 60·0.2/0.495 = 24.24 → 40% too
+    # the absolute target 0.2: base 100·0.2/0.49 = 40.8, cfg 60·0.2/0.49 = 24.5 → 40% too
     assert out["targets"][0]["saved_pct"] == pytest.approx(40)
 
 

@@ -7,9 +7,10 @@ does, so `recharge` re-prices a run's counts at another μ and one set of baseli
 Compute saved (`compare`): a side (baseline or config) is {label: seeds' curves}, a label being e.g. a learning
 rate, seeds matched by position across labels. The estimator, chosen by the simulation in
 tests/test_study_estimator.py among the candidates that benchmarks/estimator_choice.py compares:
-1. each seed's curve is smoothed (`smooth`: the mean of the evals within ±2 of each, then the running max), a linear
-   step whose mean does not depend on the noise; a running max of the raw evals would lift the noisier side (at each
-   side's best LR the baseline's evals are twice as noisy as replay's, which read identical curves as −15% saved);
+1. each seed's curve is made monotone by isotonic regression (`isotonic`: the least-squares non-decreasing fit),
+   which pools the noise of a flat top instead of keeping its highest eval; a running max (of the raw evals, or
+   after a ±2-eval mean, the estimator until issue 42) lifts the noisier side, and on the 3× runs' long flat top
+   read identical curves as −8 points saved at 98% of the best (benchmarks/results/estimator_choice);
 2. a side's curve at each budget is its LR frontier with the label chosen on held-out seeds (leave one seed out: the
    label best on the other seeds, scored on the held-out one, averaged), so picking the luckiest LR flatters neither;
 3. reach = the compute at which that curve (running max) first reaches a threshold: `frac` (0.98) × the baseline's
@@ -192,7 +193,7 @@ def running_max(values: np.ndarray) -> np.ndarray:
 
 
 def compare(base: Side, cfg: Side, frac: float = 0.98, level: float = 0.9, pick: Pick = "frontier",
-            targets: tuple[float, ...] = (), smoother=smooth, monotone=running_max) -> dict:
+            targets: tuple[float, ...] = (), smoother=isotonic, monotone=running_max) -> dict:
     """Compute saved by `cfg` against `base` (see the module docstring for the estimator). pick="frontier": frontier
     against frontier; "own_best": each side at the single label best at the last common budget.
 

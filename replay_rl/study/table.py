@@ -120,11 +120,11 @@ def buffer_frontier(results: dict[str, list[dict]], pooled: bool) -> tuple[dict,
     lower = {f"{frac:g}": {k: v for k, v in compare(base, cfg, frac=frac).items() if k in SAVED_AT}
              for frac in (0.9, 0.95)}
     runs = lambda sd: f"{len(sd)} labels, {sum(len(x) for x in sd.values())} runs"  # noqa: E731
-    own = compare(base, cfg, pick="own_best")
+    own = compare(base, cfg, pick="own_best", targets=accuracy_targets(first_eval, best))
     slopes = {"baseline": end_slope(base[own["base_labels"][-1]]) | {"label": own["base_labels"][-1]},
               "buffer": end_slope(cfg[own["cfg_labels"][-1]]) | {"label": list(own["cfg_labels"][-1])}}
     return {**_saved_keys(c), "rows": sorted(rows), "cfg_best_lr": list(c["cfg_labels"][-1]), "saved_at": lower,
-            "targets": c["targets"], "end_slopes": slopes,
+            "targets": c["targets"], "end_slopes": slopes, "fixed_lr": {**_saved_keys(own), "targets": own["targets"]},
             "labels": {"baseline": runs(base), "buffer": runs(cfg)}}, \
         {key: [list(x) if isinstance(x, tuple) else x for x in c[key]] for key in CURVE_KEYS}
 
