@@ -12,6 +12,7 @@ from replay_rl.driver.roles import GeneratorSlot, Roles
 from replay_rl.learner.group import LearnerGroup
 from replay_rl.replay.client import ReplayClient
 from replay_rl.replay.table_stats import TableStats
+from replay_rl.sync.base import WeightsGone
 
 HANG_S = 60  # longer than any bound below: a call that sleeps this long is a role hung in it
 # 2.5 s: a stand-in that answers at once can still take ~1 s to be scheduled on a loaded 2-core box (0.5 s named
@@ -55,6 +56,12 @@ class StandIn:
 
     def publish(self, version, for_eval=False):
         return self._answer("publish", {"version": version, "publish_s": 0.0, "publish_bytes": 0})
+
+    def run(self): return self._answer("run")
+
+    def lose_weights(self):
+        """A generator's run() that found its weights gone and no newer version within sync.timeout_s."""
+        raise WeightsGone("weights version 3 is gone and no newer version came within 60s (sync.timeout_s)")
 
     def watch(self, other):
         """A generator's run(): it waits in a call on another role (an insert, a board read) until that role dies."""

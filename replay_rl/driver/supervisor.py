@@ -19,6 +19,7 @@ from replay_rl.driver.health import (PROBE_S, Hung, first_error, hung_roles, lef
                                      probe_all)
 from replay_rl.driver.supervision import dead_role, death_of
 from replay_rl.generation.reports import GeneratorStats
+from replay_rl.sync.base import WeightsGone
 
 
 class Supervisor:
@@ -157,7 +158,14 @@ class Supervisor:
                     continue
                 raise self.dead_member() or death_of(self.roles, e) from e  # a shard, the board: named, not this
             except Exception as e:  # noqa: BLE001 - an insert into a dead shard lands here first
-                raise self.dead_member() or RunFailed(f"generator {i} failed: {one_line(e)}") from e
+                if (member := self.dead_member()) is not None:
+                    raise member from e
+                if isinstance(getattr(e, "cause", None), WeightsGone):
+                    # its weights were lost and no newer version came in sync.timeout_s: a replacement loads the
+                    # board's newest, as one does after a death
+                    waited |= self.recover_generator(i, "lost its weights")
+                    continue
+                raise RunFailed(f"generator {i} failed: {one_line(e)}") from e
             raise RunFailed(f"generator {i} stopped on its own; see its log")
         return waited
 

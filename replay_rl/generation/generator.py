@@ -73,7 +73,8 @@ class GeneratorImpl:
         reads the board's answer to a call left waiting there (no round trip); ask: ask the board now instead.
         in_flight: a generate call is running, so the weight check waits for its end (check_weights)."""
         t0 = time.perf_counter()
-        if (handle := load_if_newer(self.weights, self.backend, self.weights.latest() if ask else None)) is not None:
+        if (handle := load_if_newer(self.weights, self.backend, self.weights.latest() if ask else None,
+                                    self.cfg.sync.timeout_s)) is not None:
             self._loads += 1
             self._load_s += time.perf_counter() - t0
             self._unchecked = handle

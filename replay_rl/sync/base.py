@@ -56,10 +56,13 @@ def publish_state(publisher: WeightPublisher, state: dict[str, torch.Tensor], ve
     return publisher.publish(plan, ([state[n] for n in b.names] for b in plan), version)
 
 
-def load_if_newer(subscriber: WeightSubscriber, backend, handle: WeightHandle | None = None) -> WeightHandle | None:
+def load_if_newer(subscriber: WeightSubscriber, backend, handle: WeightHandle | None = None,
+                  wait_s: float = 0.0) -> WeightHandle | None:
     """Load published weights into a generation backend when they are newer than what it holds: `handle`, or the
     subscriber's newer one (a generator's poll, which costs no call while nothing new arrived). Returns the handle
-    it loaded, or None when there was nothing new."""
+    it loaded, or None when there was nothing new. A version whose bytes are gone is replaced by the board's next
+    one, waited for up to `wait_s` (sync.timeout_s); past it, WeightsGone, which the driver takes as this
+    generator's death."""
     handle = handle if handle is not None else subscriber.newer(backend.version)
     if handle is None or handle.version <= backend.version:
         return None
@@ -69,9 +72,20 @@ def load_if_newer(subscriber: WeightSubscriber, backend, handle: WeightHandle | 
             return handle
         except WeightsGone:
             # its bytes were released before they were read (seen once in a resumed study trial: Ray's ref counting
-            # lost a borrowed ref, cf. ray#18456): load the board's newest instead, every tensor of it, so a
-            # backend that loaded part of the lost version holds one whole version after
-            newest = subscriber.latest()
-            if newest is None or newest.version <= handle.version:
-                raise
-            handle = newest
+            # lost a borrowed ref, cf. ray#18456), most likely by the publish of the next version, which may not be
+            # on the board yet: wait for it, then load every tensor of it, so a backend that loaded part of the
+            # lost version holds one whole version after
+            handle = next_version(subscriber, handle, wait_s)
+
+
+def next_version(subscriber: WeightSubscriber, lost: WeightHandle, wait_s: float) -> WeightHandle:
+    """The board's first version newer than `lost`, polled for up to wait_s; WeightsGone if none comes."""
+    deadline = time.monotonic() + wait_s
+    while True:
+        newest = subscriber.latest()
+        if newest is not None and newest.version > lost.version:
+            return newest
+        if time.monotonic() >= deadline:
+            raise WeightsGone(f"weights version {lost.version} is gone and no newer version came within "
+                              f"{wait_s:g}s (sync.timeout_s)")
+        time.sleep(0.05)
