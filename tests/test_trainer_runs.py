@@ -231,12 +231,17 @@ def assert_real_checkpoint_is_verified(ckpt: Path, copies: Path) -> None:
 @pytest.mark.parametrize("correction", ["tis", "icepop", "mis"])
 def test_each_off_policy_correction_trains_the_testbed_for_20_steps(ray_cluster, warm_model, tmp_path, correction):
     # 20 steps: stale, replayed rollouts from step 2 on (50 once; cut for the suite's 25 minutes)
+    # mis also vetoes negatives older than one version (learner.loss.stale_negatives): the batch ages reach the
+    # learner and the rule's share is logged, at no extra run
     path, _ = warm_model
     out = tmp_path / correction
+    stale = ["learner.loss.stale_negatives={max_age: 1, weight: 0}"] if correction == "mis" else []
     final = train(run_cfg(path, out, "run.steps=20", "run.eval_every=20", "run.eval_prompts=20",
-                          f"learner.loss.correction={correction}", "learner.loss.correction_cap=1.5"))
+                          f"learner.loss.correction={correction}", "learner.loss.correction_cap=1.5", *stale))
     rows = read_metrics(out / "metrics.jsonl", "train")
     assert final["step"] == 20 and [r["step"] for r in rows] == list(range(1, 21))
     assert all(0 < r["correction/ess"] <= 1 + 1e-9 and 0 <= r["correction/changed_fraction"] <= 1 for r in rows)
     assert all(np.isfinite(r["batch/loss"]) for r in rows)
     assert max(r["correction/changed_fraction"] for r in rows) > 0  # replayed, stale rollouts get corrected
+    if stale:  # none at step 1 (every rollout fresh), some once the buffer holds older ones
+        assert rows[0]["stale/negative_fraction"] == 0 and max(r["stale/negative_fraction"] for r in rows) > 0

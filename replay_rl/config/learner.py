@@ -10,6 +10,18 @@ from replay_rl.config.adaptive import TrustRegionConfig
 from replay_rl.config.base import _Section
 
 
+class StaleNegativesConfig(_Section):
+    """Asymmetric staleness (μ-GRPO, AsymRE): a rollout whose frozen advantage is negative and whose age (learner
+    versions since the weights that made it) exceeds max_age gets `weight` on its loss terms (0: vetoed); positives
+    keep full weight at any age. A stale negative pushes down a completion the current policy may no longer make:
+    of replay's old data, the update most often wrong."""
+
+    max_age: int = Field(ge=0)
+    """Ages above this are stale (0: every replayed negative; the paper's FIFO at N = 10B reaches ages of ~30)."""
+    weight: float = Field(0.0, ge=0, le=1)
+    """The stale negatives' weight: 0 vetoes them (their tokens still count in the loss's normaliser)."""
+
+
 class _LossCommon(_Section):
     correction: Literal["none", "tis", "icepop", "mis"] = "none"
     """Off-policy correction on the ratio ρ = π_θ/π_behaviour (learner/corrections.py). none: the paper. tis:
@@ -22,6 +34,8 @@ class _LossCommon(_Section):
     trust_region: TrustRegionConfig | None = None
     """Mask rollouts whose importance ratios left a trust region (M2 or ESS bound; learner/trust_region.py), on
     top of the correction. None: off (paper)."""
+    stale_negatives: StaleNegativesConfig | None = None
+    """Down-weight or veto negative-advantage rollouts past an age, positives untouched. None: off (paper)."""
 
 
 class GrpoLossConfig(_LossCommon):

@@ -13,8 +13,10 @@ from replay_rl.rollout import RolloutBatch
 
 
 def to_learner_inputs(batch: RolloutBatch, pad_id: int, device: torch.device | str = "cpu",
-                      token_count: float | None = None, rollout_count: float | None = None) -> LearnerInputs:
-    """token_count / rollout_count: the whole rank batch's, when `batch` is one of its micro-batches."""
+                      token_count: float | None = None, rollout_count: float | None = None,
+                      ages: np.ndarray | None = None) -> LearnerInputs:
+    """token_count / rollout_count: the whole rank batch's, when `batch` is one of its micro-batches. ages: each
+    row's learner versions since its weights (None: unknown)."""
     n = len(batch)
     plen = np.diff(batch.prompt_offsets)
     clen = np.diff(batch.completion_offsets)
@@ -33,7 +35,7 @@ def to_learner_inputs(batch: RolloutBatch, pad_id: int, device: torch.device | s
         old[i, p - 1:p - 1 + c] = batch.behavior_logprobs[batch.completion_offsets[i]:batch.completion_offsets[i + 1]]
     t = lambda a: torch.as_tensor(a, device=device)  # noqa: E731
     return LearnerInputs(t(ids), t(attn), t(mask), t(old), t(batch.advantage), t(batch.reward), t(batch.baseline),
-                         token_count, rollout_count)
+                         token_count, rollout_count, None if ages is None else t(ages))
 
 
 def micro_batches(batch: RolloutBatch, budget: int | None, count: int | None = None,

@@ -88,21 +88,23 @@ class LearnerEngine:
         self.device = self.engine.device
 
     # ------------------------------------------------------------------ training
-    def train_on(self, batch: RolloutBatch, fresh: np.ndarray | None = None) -> dict[str, float]:
+    def train_on(self, batch: RolloutBatch, ages: np.ndarray | None = None) -> dict[str, float]:
         """One optimizer step on this rank's batch, in micro-batches of at most learner.micro_batch_tokens tokens
         (padded, or real ones with learner.pack_sequences, which runs each micro-batch as one row without padding)
         whose gradients accumulate; each micro-batch's loss is normalised by the whole batch's counts.
-        fresh: rows made by exactly the learner's current weights, on which π_θ must equal the stored behaviour
-        log-probs: their gap is the live generator/learner agreement check (mismatch/*)."""
+        ages: each row's learner versions since its weights (None: unknown). Rows of age 0 were made by exactly the
+        learner's current weights, on which π_θ must equal the stored behaviour log-probs: their gap is the live
+        generator/learner agreement check (mismatch/*); learner.loss.stale_negatives reads the others."""
         t0 = time.perf_counter()
         self.engine.train()
         parts = self._micro_batches(batch)
         own_tokens, rollouts = float(np.diff(batch.completion_offsets).sum()), float(len(batch))
         tokens = self._token_norm(own_tokens)
         loss_sum, entropy_sum, acc, gap = 0.0, 0.0, MicroStats(), Mismatch()
-        fresh = np.zeros(len(batch), bool) if fresh is None else fresh
+        fresh = np.zeros(len(batch), bool) if ages is None else ages == 0
         for i, rows in enumerate(parts):
-            inp = to_learner_inputs(batch.take(rows), self.pad_id, self.device, tokens, rollouts)
+            inp = to_learner_inputs(batch.take(rows), self.pad_id, self.device, tokens, rollouts,
+                                    None if ages is None else ages[rows])
             self.engine.set_gradient_accumulation_boundary(i == len(parts) - 1)  # reduce and step on the last
             logp, entropy = self._logprobs(inp)
             loss, stats = self.loss_fn(logp, inp)

@@ -32,6 +32,7 @@ class LearnerInputs:
     # batch's loss; None: this batch's own completion tokens and rollouts
     token_count: float | None = None
     rollout_count: float | None = None
+    ages: torch.Tensor | None = None  # (B,) learner versions since each rollout's weights; None: unknown
 
 
 def processed_logits(logits: torch.Tensor, temperature: float = 1.0, top_p: float = 1.0) -> torch.Tensor:
@@ -60,11 +61,16 @@ def _token_mean(x: torch.Tensor, inp: LearnerInputs) -> torch.Tensor:
 
 def token_weights(cfg: GrpoLossConfig | AsymreLossConfig, logp: torch.Tensor, inp: LearnerInputs
                   ) -> tuple[torch.Tensor, dict[str, float]]:
-    """The (B, T) weights (no grad) on the loss terms: the off-policy correction's, times the trust region's
-    rollout mask when one is configured; and their stats."""
+    """The (B, T) weights (no grad) on the loss terms: the off-policy correction's, times the stale negatives'
+    weight and the trust region's rollout mask when configured; and their stats."""
     m = inp.loss_mask
     log_ratio = (logp - inp.old_logprobs) * m
     w, stats = correction_weights(cfg.correction, cfg.correction_cap, log_ratio, m)
+    if cfg.stale_negatives is not None and inp.ages is not None:
+        rule = cfg.stale_negatives
+        stale = (inp.advantages < 0) & (inp.ages > rule.max_age)
+        w = w * torch.where(stale, rule.weight, 1.0)[:, None].to(w.dtype)
+        stats = stats | {"stale/negative_fraction": _masked_mean(stale.float()[:, None].expand_as(m), m).item()}
     if cfg.trust_region is None:
         return w, stats
     keep, trust = trust_region_weights(cfg.trust_region.max_m2, cfg.trust_region.min_ess, log_ratio, m)

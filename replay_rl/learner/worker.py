@@ -39,8 +39,8 @@ class LearnerRankImpl:
     def setup(self, master_addr: str, master_port: int) -> None:
         self.engine.setup(master_addr, master_port)
 
-    def train_on(self, batch: RolloutBatch, fresh: np.ndarray | None = None) -> dict[str, float]:
-        return self.engine.train_on(batch, fresh)
+    def train_on(self, batch: RolloutBatch, ages: np.ndarray | None = None) -> dict[str, float]:
+        return self.engine.train_on(batch, ages)
 
     def full_state(self) -> dict:
         return self.engine.full_state()
@@ -62,7 +62,7 @@ class LearnerRankImpl:
         (all ranks together). draw_ahead: ask for the next step's batch as this one ends, so the shard serves it
         while the weights publish."""
         batch, info, wait = self.draws.take(consumer_version)
-        metrics = self.engine.train_on(batch, fresh=info.ages == 0)
+        metrics = self.engine.train_on(batch, info.ages)
         self.draws.feedback = {"grad_norm": metrics["grad_norm"], "entropy": metrics["entropy"]}
         if draw_ahead:
             self.draws.ahead(consumer_version + 1)

@@ -125,3 +125,30 @@ def test_grpo_aggregations_on_rollouts_of_different_lengths():
     # global_token_mean is the token mean with the worker's global count: here another rank holds 5 more tokens
     inp.token_count = (3 + 5) / 2
     assert grpo_loss(GrpoLossConfig(aggregation="global_token_mean"), logp, inp)[0].item() == pytest.approx(-1 / 4)
+
+
+@pytest.mark.parametrize("loss_fn, cfg_type", [(grpo_loss, GrpoLossConfig), (asymre_loss, AsymreLossConfig)])
+def test_stale_negatives_are_vetoed_or_down_weighted_and_positives_never(loss_fn, cfg_type):
+    """learner.loss.stale_negatives: the negative rollout older than max_age loses its weight; a negative as old
+    but with positive advantage, a fresh negative, and a batch without ages are untouched."""
+    old = torch.log(torch.tensor([[0.2, 0.7], [0.9, 0.4]]))
+
+    def run(adv, ages, weight=None, rewards=(1.0, 0.0)):
+        cfg = cfg_type(stale_negatives=None if weight is None else {"max_age": 2, "weight": weight})
+        inp = inputs(old.tolist(), adv, rewards)
+        inp.ages = None if ages is None else torch.tensor(ages)
+        logp = old.clone().requires_grad_()
+        loss, stats = loss_fn(cfg, logp, inp)
+        loss.backward()
+        return logp.grad, stats
+
+    plain, _ = run([0.5, -2.0], [3, 3])
+    vetoed, stats = run([0.5, -2.0], [3, 3], weight=0.0)
+    assert torch.equal(vetoed[0], plain[0]) and torch.all(vetoed[1] == 0) and torch.any(plain[1] != 0)
+    assert stats["stale/negative_fraction"] == pytest.approx(0.5)
+    halved, _ = run([0.5, -2.0], [3, 3], weight=0.5)
+    assert torch.allclose(halved[1], plain[1] / 2) and torch.equal(halved[0], plain[0])
+    fresh, _ = run([0.5, -2.0], [3, 2], weight=0.0)  # age 2 is not past max_age 2
+    assert torch.equal(fresh, plain)
+    unknown, stats = run([0.5, -2.0], None, weight=0.0)  # no ages (a caller that does not know them): off
+    assert torch.equal(unknown, plain) and "stale/negative_fraction" not in stats
