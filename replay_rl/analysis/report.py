@@ -103,7 +103,11 @@ def write_report(run_dirs: list[str | Path], out: str | Path) -> list[Path]:
          "held-out accuracy (step 0 = the model RL started from)")
     grid("learner.png", [("batch/reward_mean", "train", "batch reward"),
                          ("batch/entropy", "train", "entropy (nats/token)"), ("batch/loss", "train", "loss"),
-                         ("batch/clip_fraction", "train", "clip fraction")], "learner batches")
+                         ("batch/clip_fraction", "train", "clip fraction"),
+                         # GRPO learns nothing from a group whose rewards are all equal, though it fills batch slots:
+                         # the trained rows' share, and the fresh groups' since the start (cumulative)
+                         ("batch/zero_variance_share|ledger/zero_variance_share_fresh", "train",
+                          "zero-variance share")], "learner batches")
     buffer_plot(runs, plt, save)
     grid("ledger.png", [("ledger/compute", "train", "compute (trainer-step equivalents)"),
                         ("buffer/replay_ratio", "train", "replay ratio (samples / inserts)"),
