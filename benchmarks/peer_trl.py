@@ -4,8 +4,8 @@ TRL is trained with the preset's settings (configs/smollm2_135m_cpu.yaml): the s
 prompts' distribution (our task's train split, drawn by our sampler; never an eval problem), the chat template, 16
 new tokens with a cut completion scoring 0 (our rollout_reward, called on TRL's completions), groups of 4, 16
 completions a step, lr 1e-5 constant, temperature 1, no KL, each rollout used once (num_iterations 1), GRPO's
-clipped ratio (ε 0.2) with a token mean over the batch (TRL's "dapo" aggregation, ours by default), grad clip 1.0.
-What differs and cannot be matched: TRL normalises a group's advantages by its unbiased std (+1e-4), ours by the
+clipped ratio (ε 0.2) with a token mean over the batch (TRL's "dapo"; ours with learner.loss.aggregation=
+global_token_mean, not the default rank_token_mean), grad clip 1.0. What differs: TRL normalises a group's advantages by its unbiased std (+1e-4), ours by the
 population std (+1e-6), so TRL's advantages are 0.87× ours in a group of 4 (Adam takes most of a constant factor
 out); TRL generates and trains in one process, ours in Ray actors.
 
@@ -47,18 +47,15 @@ def prompts_dataset(task, n: int, seed: int):
                                "text": p.prompt} for p in problems])
 
 
-def reward_function(task, max_new_tokens: int, eos_id: int, log: list):
+def reward_function(task, max_new_tokens: int, eos_id: int, group_size: int, log: list):
     """TRL's reward callable: our rollout_reward on each completion (0 when cut at max_new_tokens without EOS)."""
     def reward(prompts, completions, completion_ids, answer, key, text, **_):
-        out = []
-        for c, ids, a, k, t in zip(completions, completion_ids, answer, key, text):
-            content = c[0]["content"] if isinstance(c, list) else c
-            cut = len(ids) >= max_new_tokens and eos_id not in ids
-            out.append(rollout_reward(task, Problem(t, a, k), content, cut))
-        groups = np.array(out).reshape(-1, 4)
-        log.append({"reward_mean": float(np.mean(out)), "cut_share": float(np.mean(
-            [len(i) >= max_new_tokens and eos_id not in i for i in completion_ids])),
-            "zero_variance_share": float(np.mean([len(set(g)) == 1 for g in groups]))})
+        cuts = [len(ids) >= max_new_tokens and eos_id not in ids for ids in completion_ids]
+        out = [rollout_reward(task, Problem(t, a, k), c[0]["content"] if isinstance(c, list) else c, cut)
+               for c, cut, a, k, t in zip(completions, cuts, answer, key, text)]
+        groups = np.array(out).reshape(-1, group_size)
+        log.append({"reward_mean": float(np.mean(out)), "cut_share": float(np.mean(cuts)),
+                    "zero_variance_share": float(np.mean([len(set(g)) == 1 for g in groups]))})
         return out
     return reward
 
@@ -79,11 +76,14 @@ def train_trl(cfg: RunConfig, model: Path, out: Path, seed: int, steps: int, eve
         logging_steps=1, report_to="none", shuffle_dataset=False, disable_dropout=True)
     log: list = []
     trainer = GRPOTrainer(model=str(model), args=args, processing_class=tokenizer,
-                          reward_funcs=reward_function(task, g.max_new_tokens, tokenizer.eos_token_id, log),
+                          reward_funcs=reward_function(task, g.max_new_tokens, tokenizer.eos_token_id, g.group_size,
+                                                       log),
                           train_dataset=prompts_dataset(task, steps * b // g.group_size, seed))
     t0 = time.perf_counter()
     trainer.train()
-    return log, time.perf_counter() - t0
+    train_s = time.perf_counter() - t0
+    (out / "trl_log.jsonl").write_text("".join(json.dumps(r) + "\n" for r in trainer.state.log_history))
+    return log, train_s
 
 
 def score(cfg: RunConfig, model: Path, tokenizer_from: Path) -> dict:

@@ -77,6 +77,7 @@ def test_a_generator_whose_weights_are_gone_is_replaced_like_a_dead_one(stand_in
         assert "generator 0 lost its weights: replaced (restart 1 of 2)" in capsys.readouterr().err
     finally:
         ray.kill(replacement)
+        ray.kill(lost)
 
 
 def death_seen_by_a_call(actor, within_s: float = 30) -> ray.exceptions.RayActorError:

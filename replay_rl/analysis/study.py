@@ -30,7 +30,7 @@ from typing import Literal
 
 import numpy as np
 
-SMOOTH_HALF = 2  # evals each side of the moving average (the simulation's choice, see the module docstring)
+SMOOTH_HALF = 2  # evals each side of the moving average (the estimator until issue 42; the study's LR pick to extend)
 
 
 def moving_average(acc: np.ndarray, half: int = SMOOTH_HALF) -> np.ndarray:
@@ -54,7 +54,8 @@ class Curve:
     acc: np.ndarray      # (E,) greedy pass@1 at each eval
 
     def smoothed(self, grid: np.ndarray, smoother=smooth) -> np.ndarray:
-        """(G,) the estimator's curve (`smooth`) linearly interpolated at `grid`; NaN past the last eval."""
+        """(G,) `smoother` of the evals (compare passes the estimator's) linearly interpolated at `grid`; NaN past
+        the last eval."""
         return np.interp(grid, self.compute, smoother(self.acc), left=np.nan, right=np.nan)
 
     def drawdown(self) -> float:

@@ -11,13 +11,14 @@ from replay_rl.config.base import _Section
 
 
 class StaleNegativesConfig(_Section):
-    """Asymmetric staleness (μ-GRPO, AsymRE): a rollout whose frozen advantage is negative and whose age (learner
-    versions since the weights that made it) exceeds max_age gets `weight` on its loss terms (0: vetoed); positives
-    keep full weight at any age. A stale negative pushes down a completion the current policy may no longer make:
+    """Asymmetric staleness (μ-GRPO, AsymRE): a rollout whose update is negative (GRPO: its frozen advantage;
+    AsymRE: r − (V̂ + δV)) and whose age (learner versions since the weights that made it) exceeds max_age gets
+    `weight` on its loss terms (0: vetoed); positives keep full weight at any age. A stale negative pushes down a completion the current policy may no longer make:
     of replay's old data, the update most often wrong."""
 
     max_age: int = Field(ge=0)
-    """Ages above this are stale (0: every replayed negative; the paper's FIFO at N = 10B reaches ages of ~30)."""
+    """Ages above this are stale. Under the emulated pace even on-policy rollouts are about one version old, so 0
+    vetoes nearly every negative; the paper's FIFO at N = 10B reaches ages of ~30."""
     weight: float = Field(0.0, ge=0, le=1)
     """The stale negatives' weight: 0 vetoes them (their tokens still count in the loss's normaliser)."""
 

@@ -68,7 +68,9 @@ def token_weights(cfg: GrpoLossConfig | AsymreLossConfig, logp: torch.Tensor, in
     w, stats = correction_weights(cfg.correction, cfg.correction_cap, log_ratio, m)
     if cfg.stale_negatives is not None and inp.ages is not None:
         rule = cfg.stale_negatives
-        stale = (inp.advantages < 0) & (inp.ages > rule.max_age)
+        # negative as the loss weighs it: AsymRE's shifted baseline can push up a reward just under the group mean
+        sign = inp.rewards - (inp.baselines + cfg.baseline_shift) if cfg.type == "asymre" else inp.advantages
+        stale = (sign < 0) & (inp.ages > rule.max_age)
         w = w * torch.where(stale, rule.weight, 1.0)[:, None].to(w.dtype)
         stats = stats | {"stale/negative_fraction": _masked_mean(stale.float()[:, None].expand_as(m), m).item()}
     if cfg.trust_region is None:

@@ -129,8 +129,8 @@ def test_grpo_aggregations_on_rollouts_of_different_lengths():
 
 @pytest.mark.parametrize("loss_fn, cfg_type", [(grpo_loss, GrpoLossConfig), (asymre_loss, AsymreLossConfig)])
 def test_stale_negatives_are_vetoed_or_down_weighted_and_positives_never(loss_fn, cfg_type):
-    """learner.loss.stale_negatives: the negative rollout older than max_age loses its weight; a negative as old
-    but with positive advantage, a fresh negative, and a batch without ages are untouched."""
+    """learner.loss.stale_negatives: the negative rollout older than max_age loses its weight; a positive as old,
+    a fresh negative, and a batch without ages are untouched."""
     old = torch.log(torch.tensor([[0.2, 0.7], [0.9, 0.4]]))
 
     def run(adv, ages, weight=None, rewards=(1.0, 0.0)):
@@ -152,3 +152,7 @@ def test_stale_negatives_are_vetoed_or_down_weighted_and_positives_never(loss_fn
     assert torch.equal(fresh, plain)
     unknown, stats = run([0.5, -2.0], None, weight=0.0)  # no ages (a caller that does not know them): off
     assert torch.equal(unknown, plain) and "stale/negative_fraction" not in stats
+    if cfg_type is AsymreLossConfig:  # negative as AsymRE weighs it: 0.45 − (0.5 − 0.1) > 0 though A < 0
+        shifted, _ = run([0.5, -2.0], [3, 3], weight=None, rewards=(1.0, 0.45))
+        kept, stats = run([0.5, -2.0], [3, 3], weight=0.0, rewards=(1.0, 0.45))
+        assert torch.equal(kept, shifted) and stats["stale/negative_fraction"] == 0

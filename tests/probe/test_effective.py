@@ -7,7 +7,8 @@ from dataclasses import dataclass
 import numpy as np
 import pytest
 
-from replay_rl.probe.effective import MECHANISM, _isotonic, by_use, effective, interval
+from replay_rl.analysis.study import isotonic
+from replay_rl.probe.effective import MECHANISM, by_use, effective, interval
 from replay_rl.probe.estimators import Sketches, estimate
 from replay_rl.probe.status import status
 
@@ -156,7 +157,7 @@ def test_use_strata_and_mechanism_shares_per_age():
 
 
 def test_isotonic_fit_and_interval_that_misses_its_point():
-    assert np.allclose(_isotonic(np.array([1.0, 3.0, 2.0, 4.0]), np.ones(4)), [1, 2.5, 2.5, 4])
+    assert np.allclose(isotonic(np.array([1.0, 3.0, 2.0, 4.0]), np.ones(4)), [1, 2.5, 2.5, 4])
     x = interval(5.0, np.linspace(0, 1, 100))
     assert x.stretched and x.lo <= 5.0 <= x.hi
     assert np.isnan(interval(float("nan"), np.ones(10)).lo)
