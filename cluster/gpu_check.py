@@ -148,7 +148,7 @@ def generate(backend, args, tokenizer, n_prompts: int = 4, group: int | None = N
 
 
 def agreement(engine, batch, limit: float, name: str) -> bool:
-    m = engine.train_on(batch, fresh=np.ones(len(batch), bool))  # log-probs are taken before the update
+    m = engine.train_on(batch, np.zeros(len(batch), int))  # every row fresh (age 0): log-probs taken before the update
     gap = m["mismatch/abs_mean"]
     return line(name, bool(gap <= limit), f"mean |log π_learner − log π_generator| = {gap:.2e} (limit {limit:g}) on "
                 f"{len(batch)} rollouts", abs_mean=gap, limit=limit)

@@ -116,17 +116,17 @@ def test_n_grid_compares_every_n_at_the_shared_lr_and_checks_the_probe_by_hand()
                "replay_53_Nprobe": [fake_run(5e-5, 48, [0.3, 0.5, 0.7, 0.8, 0.8])]}
     grid = n_grid(results)
     assert grid["lr"] == 5e-5 and list(grid["rows"]) == ["replay_53_Nprobe", "replay_53_N2B"]  # by N
-    # smoothed (±2 evals, running max): baseline 0.3, 0.6, 0.65, 0.65, 0.7; N=2B 0.3, 0.7333, 0.75, 0.75, 0.8; the
-    # probe's N 0.3, 0.6667, 0.7, 0.7, 0.7667. 98% of the baseline's best 0.7 is 0.686: the baseline reaches it at
-    # 188.4 + 62.8·0.036/0.05 = 233.616, N=2B at 62.8·0.386/0.4333 = 55.94 (76.05% saved), the probe's N at
-    # 62.8 + 62.8·0.0193/0.0333 = 99.22 (57.53% saved)
-    assert grid["rows"]["replay_53_N2B"]["0.98"]["saved_pct"] == pytest.approx(76.05, abs=0.05)
-    assert grid["rows"]["replay_53_Nprobe"]["0.98"]["saved_pct"] == pytest.approx(57.53, abs=0.05)
+    # each curve already rises, so the isotonic fit keeps it: 98% of the baseline's best 0.8 is 0.784, which the
+    # baseline reaches at 188.4 + 62.8·0.084/0.1 = 241.152, N=2B at 62.8 + 62.8·0.184/0.2 = 120.576 (50% saved),
+    # the probe's N at 125.6 + 62.8·0.084/0.1 = 178.352 (26.04% saved)
+    assert grid["rows"]["replay_53_N2B"]["0.98"]["saved_pct"] == pytest.approx(50.0, abs=0.05)
+    assert grid["rows"]["replay_53_Nprobe"]["0.98"]["saved_pct"] == pytest.approx(26.04, abs=0.05)
     check = grid["probe_check"]["0.98"]
     assert check["grid_best"] == "replay_53_N2B" and check["probe_within_10_points"] is False
-    # at 90% (0.63): the baseline at 62.8 + 62.8·0.03/0.05 = 100.48, the probe's N at 62.8·0.33/0.3667 = 56.52
-    assert grid["rows"]["replay_53_Nprobe"]["0.9"]["saved_pct"] == pytest.approx(100 * (1 - 56.52 / 100.48), abs=0.05)
-    # a probe within 10 points of the best counts as right: smoothed 0.3, 0.73, 0.7475, ... reaches at 56.37 (75.87%)
+    # at 90% (0.72): the baseline at 188.4 + 62.8·0.02/0.1 = 200.96, the probe's N at 125.6 + 12.56 = 138.16
+    assert grid["rows"]["replay_53_Nprobe"]["0.9"]["saved_pct"] == pytest.approx(100 * (1 - 138.16 / 200.96), abs=0.05)
+    # a probe within 10 points of the best counts as right: 0.3, 0.6, 0.79, ... reaches at 62.8 + 62.8·0.184/0.19 =
+    # 123.62 (48.74%)
     results["replay_53_Nprobe"] = [fake_run(5e-5, 48, [0.3, 0.6, 0.79, 0.8, 0.8])]
     assert n_grid(results)["probe_check"]["0.98"]["probe_within_10_points"] is True
 
@@ -136,11 +136,11 @@ def test_n_grid_ranks_a_row_that_never_reaches_below_any_that_does():
     from replay_rl.study.table import n_grid
 
     results = {"baseline": [fake_run(1e-4, 1024, [0.3, 0.5, 0.6, 0.7, 0.8])],
-               "replay_53_N2B": [fake_run(5e-5, 64, [0.3, 0.4, 0.5, 0.5, 0.5])],  # never reaches 0.686
+               "replay_53_N2B": [fake_run(5e-5, 64, [0.3, 0.4, 0.5, 0.5, 0.5])],  # never reaches 0.784
                "replay_53_Nprobe": [fake_run(5e-5, 48, [0.3, 0.5, 0.7, 0.8, 0.8])]}
     grid = n_grid(results)
     assert grid["probe_check"]["0.98"] == {"grid_best": "replay_53_N2B", "grid_best_saved_pct": None,
-                                           "probe_saved_pct": pytest.approx(57.53, abs=0.05),
+                                           "probe_saved_pct": pytest.approx(26.04, abs=0.05),
                                            "probe_within_10_points": True}
     text = "\n".join(n_grid_markdown(grid))
     assert "| replay_53_N2B | 64 | 1 |" in text and "right (within 10 points)" in text
