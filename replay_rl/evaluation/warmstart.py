@@ -83,8 +83,9 @@ def ensure_model(cfg: RunConfig, log=print) -> Path:
             shutil.rmtree(partial, ignore_errors=True)
             shutil.copytree(shipped, partial)
             partial.replace(path)
-            log(f"warm model: the shipped reference {shipped.name} (sha256 {model_checksum(path)[:12]}, step-0 "
-                f"pass@1 {read_manifest(path)['eval_accuracy']:.3f}) → {path}")
+            manifest = read_manifest(path)  # the copy's own bits are checked once, in check_reference below
+            log(f"warm model: the shipped reference {shipped.name} (sha256 {manifest['sha256'][:12]}, step-0 "
+                f"pass@1 {manifest['eval_accuracy']:.3f}) → {path}")
         else:
             warmstart(cfg, init_tiny_model_folder(cfg.model.tiny, path.with_name(path.name + "-init")), path, log)
     check_manifest(cfg, path)

@@ -116,11 +116,12 @@ def buffer_frontier(results: dict[str, list[dict]], pooled: bool) -> tuple[dict,
     # the headline is 98% (Fig. 14); lower bars and the absolute targets show where along the curve the saving is
     best = compare(base, cfg)["base_best"]
     first_eval = float(np.median([r["pass@1"][1] for r in results[BASELINE]]))
-    c = compare(base, cfg, targets=accuracy_targets(first_eval, best))
+    targets = accuracy_targets(first_eval, best)
+    c = compare(base, cfg, targets=targets)
     lower = {f"{frac:g}": {k: v for k, v in compare(base, cfg, frac=frac).items() if k in SAVED_AT}
              for frac in (0.9, 0.95)}
     runs = lambda sd: f"{len(sd)} labels, {sum(len(x) for x in sd.values())} runs"  # noqa: E731
-    own = compare(base, cfg, pick="own_best", targets=accuracy_targets(first_eval, best))
+    own = compare(base, cfg, pick="own_best", targets=targets)
     slopes = {"baseline": end_slope(base[own["base_labels"][-1]]) | {"label": own["base_labels"][-1]},
               "buffer": end_slope(cfg[own["cfg_labels"][-1]]) | {"label": list(own["cfg_labels"][-1])}}
     return {**_saved_keys(c), "rows": sorted(rows), "cfg_best_lr": list(c["cfg_labels"][-1]), "saved_at": lower,
