@@ -9,6 +9,7 @@ import ray
 
 from replay_rl.config import RunConfig
 from replay_rl.driver.roles import GeneratorSlot, Roles
+from replay_rl.generation.backend import HalfLoaded
 from replay_rl.learner.group import LearnerGroup
 from replay_rl.replay.client import ReplayClient
 from replay_rl.replay.table_stats import TableStats
@@ -62,6 +63,11 @@ class StandIn:
     def lose_weights(self):
         """A generator's run() that found its weights gone and no newer version within sync.timeout_s."""
         raise WeightsGone("weights version 3 is gone and no newer version came within 60s (sync.timeout_s)")
+
+    def half_load(self):
+        """A vLLM generator's run() whose weight stream broke off part way."""
+        raise HalfLoaded("the stream of weights version 3 failed part way (OSError: disk): this engine holds two "
+                         "versions and generates no more")
 
     def watch(self, other):
         """A generator's run(): it waits in a call on another role (an insert, a board read) until that role dies."""

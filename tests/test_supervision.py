@@ -61,20 +61,22 @@ def test_a_role_dead_under_a_generators_call_is_named_not_the_generator(roles_wi
     assert str(failed.value).startswith(f"{role} died; resume with run.resume_from=auto")
 
 
-def test_a_generator_whose_weights_are_gone_is_replaced_like_a_dead_one(stand_in_roles, capsys):
+@pytest.mark.parametrize("call,line", [("lose_weights", "lost its weights"), ("half_load", "half-loaded its weights")])
+def test_a_generator_whose_weights_are_gone_is_replaced_like_a_dead_one(stand_in_roles, capsys, call, line):
     """WeightsGone (a lost version and no newer one within sync.timeout_s) ended the run as "generator 0 failed";
-    it is the generator's death: replaced, its replacement loads the board's newest."""
+    it is the generator's death: replaced, its replacement loads the board's newest. So is a vLLM stream that broke
+    off part way (HalfLoaded), which used to end the run the same way."""
     roles = stand_in_roles("run.max_generator_restarts=2")
     roles.slots = roles.slots[:1]
     lost = StandIn.remote()
-    roles.slots[0].actor, roles.slots[0].run = lost, lost.lose_weights.remote()
+    roles.slots[0].actor, roles.slots[0].run = lost, getattr(lost, call).remote()
     replacement = StandIn.remote()
     roles.supervisor.spawn = lambda i, calls: replacement
     ray.wait([roles.slots[0].run], timeout=30)
     try:
         roles.supervisor.check_generators()
         assert roles.restarts == 1 and roles.slots[0].actor is replacement
-        assert "generator 0 lost its weights: replaced (restart 1 of 2)" in capsys.readouterr().err
+        assert f"generator 0 {line}: replaced (restart 1 of 2)" in capsys.readouterr().err
     finally:
         ray.kill(replacement)
         ray.kill(lost)

@@ -18,6 +18,7 @@ from replay_rl.driver.failures import RunFailed, resume_hint
 from replay_rl.driver.health import (PROBE_S, Hung, first_error, hung_roles, left_node, node_of, one_line, placed_on,
                                      probe_all)
 from replay_rl.driver.supervision import dead_role, death_of
+from replay_rl.generation.backend import HalfLoaded
 from replay_rl.generation.reports import GeneratorStats
 from replay_rl.sync.base import WeightsGone
 
@@ -160,10 +161,11 @@ class Supervisor:
             except Exception as e:  # noqa: BLE001 - an insert into a dead shard lands here first
                 if (member := self.dead_member()) is not None:
                     raise member from e
-                if isinstance(getattr(e, "cause", None), WeightsGone):
-                    # its weights were lost and no newer version came in sync.timeout_s: a replacement loads the
-                    # board's newest, as one does after a death
-                    waited |= self.recover_generator(i, "lost its weights")
+                if isinstance(cause := getattr(e, "cause", None), (WeightsGone, HalfLoaded)):
+                    # its weights were lost and no newer version came in sync.timeout_s, or a stream broke off part
+                    # way: a replacement loads the board's newest, as one does after a death
+                    what = "lost its weights" if isinstance(cause, WeightsGone) else "half-loaded its weights"
+                    waited |= self.recover_generator(i, what)
                     continue
                 raise RunFailed(f"generator {i} failed: {one_line(e)}") from e
             raise RunFailed(f"generator {i} stopped on its own; see its log")

@@ -29,6 +29,12 @@ class Completion:
                            # in-flight update: then its later tokens came from the newer weights)
 
 
+class HalfLoaded(RuntimeError):
+    """A weight load failed part way: the engine holds layers of two versions (vLLM's layerwise reload also leaves
+    its loaders wrapped), so it must not generate again. Its requests in flight were aborted; the driver takes this
+    as the generator's death and a replacement loads the newest version whole."""
+
+
 class GenerationBackend(Protocol):
     version: int  # learner version of the weights currently loaded
 
@@ -36,6 +42,8 @@ class GenerationBackend(Protocol):
                  on_step: Callable[[], None] | None = None) -> list[list[Completion]]: ...
     # on_step: called between decoding steps by backends that can swap weights mid-generation (vllm); it may call
     # load_weights. Backends that cannot (transformers) ignore it and update between calls only.
+    # load_weights: a backend that cannot finish a load it began (vllm) raises HalfLoaded and refuses to generate
+    # or score from then on; one whose next whole load repairs it (transformers) lets the error through.
     def load_weights(self, named_tensors: Iterable[tuple[str, "object"]], version: int) -> None: ...
     def score(self, sequences: Sequence[np.ndarray]) -> list[np.ndarray]: ...
     # log-probs of tokens 1..L−1 of each sequence under the weights loaded, raw (temperature 1, no nucleus): the

