@@ -122,6 +122,8 @@ def train(config: Optional[Path] = ConfigOpt, set_: Optional[List[str]] = SetOpt
         except BaseException as e:  # noqa: BLE001 - the bar's last frame first, then the one line, last
             bar.stop()
             _exit_with_one_line(e, cfg.run.output_dir)
+    from replay_rl.driver.closing import closing_summary
+
     typer.echo(closing_summary(cfg, final))
 
 
@@ -140,23 +142,6 @@ def _exit_with_one_line(e: BaseException, out: Path | str, failed: str = "run fa
     # one line here, the whole traceback in the run folder
     typer.echo(f"{failed}: {describe_failure(e, Path(out) / 'error.log')}", err=True)
     raise typer.Exit(1) from None
-
-
-def closing_summary(cfg, final: dict) -> str:
-    """A few lines a person reads at the end of a run: did RL help, what it cost, where the files are."""
-    from replay_rl.driver.trackers import look_line
-    from replay_rl.metrics import read_metrics
-    out = Path(final["output_dir"])
-    evals = read_metrics(out / "metrics.jsonl", "eval")
-    first, last = evals[0], evals[-1]
-    return "\n".join([
-        f"pass@1 (greedy, {int(last['eval/eval_problems'])} held-out problems): {first['eval/pass@1']:.3f} at step "
-        f"{first['step']} → {last['eval/pass@1']:.3f} at step {last['step']}",
-        f"compute: {final['ledger/compute']:.0f} trainer-step equivalents = (K_train {final['ledger/k_train']} + "
-        f"μ {final['ledger/mu']:.2f} × K_inf {final['ledger/k_inf']}) / B; replay ratio "
-        f"{final['buffer/replay_ratio']:.2f}, γ {final['ledger/gamma']:.2f}",
-        f"files: {out}/metrics.jsonl, {out}/final_model/ (score it: replay-rl eval {out}/final_model)",
-        look_line(cfg, out)])
 
 
 @app.command()

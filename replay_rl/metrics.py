@@ -29,10 +29,15 @@ def keep_rows_through(path: Path, step: int) -> list[dict]:
     kept = [(line, row) for line in lines if line.strip() if (row := json.loads(line))["step"] <= step]
     text = [line.rstrip("\n") + "\n" for line, _ in kept]
     if text != lines:
-        partial = path.with_name(path.name + ".partial")
-        partial.write_text("".join(text))
-        os.replace(partial, path)
+        write_whole(path, "".join(text))
     return [row for _, row in kept]
+
+
+def write_whole(path: Path, text: str) -> None:
+    """Write through a copy renamed into place: a kill mid-write leaves the old file (or none), never half of one."""
+    partial = path.with_name(path.name + ".partial")
+    partial.write_text(text)
+    os.replace(partial, path)
 
 
 class MetricsSink:

@@ -16,6 +16,7 @@ import time
 import pytest
 
 from replay_rl.driver.checkpoints import STATE_FILE, write_manifest
+from replay_rl.driver.closing import closing_summary
 from replay_rl.config import RunConfig
 from replay_rl.metrics import read_metrics
 from replay_rl.replay.budget_check import k_inf_past_budget
@@ -181,9 +182,15 @@ def test_resume_auto_continues_the_same_metrics_file(ray_cluster, warm_model, ch
     assert [r["step"] for r in rows if r["kind"] == "eval"] == [0, 2, 4, 6]
     assert final["ledger/k_train"] == 6 * 32 and final["ledger/k_inf"] >= first["ledger/k_inf"]
     assert sorted(p.name for p in (out / "checkpoints").iterdir()) == ["step_2", "step_4", "step_6"]
+    # its closing lines say where it resumed, where they read as a fresh run's before
+    assert final["resumed_from"] == str(out / "checkpoints" / "step_4")
+    assert closing_summary(run_cfg(path, out), final).splitlines()[0] == (
+        f"resumed from {out / 'checkpoints' / 'step_4'}: this command ran steps 5–6; the lines below cover the "
+        "whole run from step 0")
     # against the same run uninterrupted: weights differ (generation is asynchronous, so which weights each rollout
     # came from depends on timing), but the counters do not, beyond one backend call per generator
     whole = train(run_cfg(path, tmp_path / "whole", "run.steps=6", "run.checkpoint_every=2", "run.eval_every=2"))
+    assert "resumed_from" not in whole and closing_summary(run_cfg(path, tmp_path / "whole"), whole).startswith("pass@1")
     cfg = run_cfg(path, out)
     per_call = cfg.generation.prompts_per_call * cfg.generation.group_size * cfg.cluster.generators
     assert final["ledger/k_train"] == whole["ledger/k_train"]

@@ -30,7 +30,7 @@ from replay_rl.driver.trackers import make_trackers
 from replay_rl.driver.weight_checks import WeightChecks
 from replay_rl.evaluation.warmstart import ensure_model
 from replay_rl.learner.group import LearnerStartTimeout
-from replay_rl.metrics import MetricsSink, namespaced, row_at
+from replay_rl.metrics import MetricsSink, namespaced, row_at, write_whole
 
 
 def ledger_for(cfg: RunConfig) -> ComputeLedger:
@@ -62,7 +62,8 @@ def train(cfg: RunConfig, progress=None) -> dict:
         lost, place_by = None, None  # the death that the current attempt restarts after, and its node deadline
         for restart in range(cfg.run.max_restarts + 1):
             try:
-                return run_roles(cfg, model_path, resume, restart, progress, place_by, run_id=run.run_id)
+                final = run_roles(cfg, model_path, resume, restart, progress, place_by, run_id=run.run_id)
+                return final | ({"resumed_from": str(run.resume)} if run.resume else {})
             except (LearnerStartTimeout, RayActorError) as e:
                 if lost is None:  # a first start that failed: its own line
                     raise
@@ -153,7 +154,9 @@ def run_roles(cfg: RunConfig, model_path: str, resume: Path | None, restarts: in
         # the buffer's whole age / reuse / since-last-use histograms; written after the rest, as the mark of a finished
         # run that a study and the probe's pilot read (a study killed between it and the final checkpoint started the
         # run's extension over)
-        (out / "replay_stats.json").write_text(json.dumps(replay.__dict__ | {"replay_ratio": replay.replay_ratio}))
+        # (whole or absent, and naming its run and step: a study reads it as "this run finished")
+        write_whole(out / "replay_stats.json", json.dumps(replay.__dict__ | {"replay_ratio": replay.replay_ratio,
+                                                                            "run_id": run_id, "step": step}))
         write_report([out], out / "plots")
         return record | {"step": step, "output_dir": str(out), "final_model": str(model)}
     except (RayActorError, ObjectLostError) as e:  # a role died outside the step's handling (the generator reports)

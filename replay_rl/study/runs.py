@@ -14,7 +14,7 @@ import numpy as np
 
 from replay_rl.config import ConfigError, RunConfig
 from replay_rl.driver.checkpoints import resolve_resume
-from replay_rl.driver.run_folder import FolderLock
+from replay_rl.driver.run_folder import FolderLock, read_run_id
 from replay_rl.metrics import read_metrics
 from replay_rl.analysis.study import smooth
 from replay_rl.evaluation.warmstart import model_checksum
@@ -114,19 +114,29 @@ def check_one_model(results: dict[str, list[dict]]) -> str | None:
     return next(iter(sums), None)
 
 
+def finish_mark(out: Path) -> dict | None:
+    """The run's replay_stats.json, written at the end of its loop, if it is the mark of the run the folder holds now
+    (a mark naming another run id is not this run's end); None before its end."""
+    path = out / "replay_stats.json"
+    mark = json.loads(path.read_text()) if path.is_file() else None
+    if mark is None or mark.get("run_id") not in (None, read_run_id(out)):  # marks before run ids: None
+        return None
+    return mark
+
+
 def finished(cfg: RunConfig) -> bool:
     """A run is finished once it wrote replay_stats.json, at the end of its loop, and reached cfg.run.steps: a rerun
     keeps it. One that finished fewer steps is extended (`extending`)."""
-    return extending(cfg) is None and (Path(cfg.run.output_dir) / "replay_stats.json").is_file()
+    return extending(cfg) is None and finish_mark(Path(cfg.run.output_dir)) is not None
 
 
 def extending(cfg: RunConfig) -> int | None:
     """The last step of a run that finished short of cfg.run.steps (a longer budget resumes it from its final
     checkpoint instead of starting over); None for any other run."""
     out = Path(cfg.run.output_dir)
-    if not (out / "replay_stats.json").is_file():
+    if (mark := finish_mark(out)) is None:
         return None
-    last = read_metrics(out / "metrics.jsonl", "train")[-1]["step"]
+    last = mark.get("step") or read_metrics(out / "metrics.jsonl", "train")[-1]["step"]
     return last if last < cfg.run.steps else None
 
 

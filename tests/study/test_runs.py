@@ -7,6 +7,7 @@ from pathlib import Path
 
 from replay_rl.config import RunConfig
 from replay_rl.driver.checkpoints import STATE_FILE
+from replay_rl.driver.run_folder import RUN_FILE
 from replay_rl.study.runs import prepare
 from replay_rl.study.specs import TASKS
 
@@ -40,6 +41,17 @@ def test_prepare_keeps_a_finished_run_resumes_what_it_can_and_empties_a_partial_
     cfg = prepare(spec(tmp_path / "partial"))
     assert cfg.run.resume_from is None and not (tmp_path / "partial").exists()
     assert prepare(spec(tmp_path / "never")).run.output_dir == str(tmp_path / "never")
+
+
+def test_a_finish_mark_of_another_run_does_not_finish_the_run_the_folder_holds(tmp_path):
+    """replay_stats.json is the mark of a finished run; one naming another run id than the folder's (left by an
+    earlier run) does not count: before, any mark did, and the folder's run was kept as finished."""
+    folder(tmp_path / "run", 4, ended=True, checkpoint=2)
+    (tmp_path / "run" / RUN_FILE).write_text(json.dumps({"run_id": "now"}))
+    (tmp_path / "run" / "replay_stats.json").write_text(json.dumps({"run_id": "earlier", "step": 4}))
+    assert prepare(spec(tmp_path / "run")).run.resume_from == "auto"  # resumed from its checkpoint, not kept
+    (tmp_path / "run" / "replay_stats.json").write_text(json.dumps({"run_id": "now", "step": 4}))
+    assert prepare(spec(tmp_path / "run")) is None
 
 
 def test_the_packaged_countdown_testbed_is_the_repositorys():
