@@ -76,6 +76,24 @@ def test_an_unlisted_pickle_is_refused_before_resume_loads_anything(tmp_path):
     assert marker.exists()
 
 
+def test_a_restart_falls_back_past_a_corrupt_newest_checkpoint_in_one_line(tmp_path, capsys):
+    """A restart without a person: the newest checkpoint changed since it was saved (a torn disk write, a bit flip) is
+    never loaded, and the restart resumes from the one before instead of stopping the run."""
+    out = tmp_path / "run"
+    save(out, 2)
+    ckpt = save(out, 4)
+    with open(ckpt / "step_4" / "mp_rank_00_model_states.pt", "r+b") as f:  # one byte changed in place
+        f.seek(10)
+        byte = f.read(1)
+        f.seek(10)
+        f.write(bytes([byte[0] ^ 0xFF]))
+    assert latest_own_checkpoint(out, "aaaa").name == "step_2"
+    err = capsys.readouterr().err.strip()
+    assert "\n" not in err and err.startswith(f"checkpoint {ckpt} refused: step_4/mp_rank_00_model_states.pt does "
+                                               "not match its sha256") and err.endswith("falling back to an earlier "
+                                                                                        "checkpoint")
+
+
 def test_a_link_in_a_checkpoint_is_refused(tmp_path):
     ckpt = save(tmp_path, 2)
     (ckpt / "step_2" / "extra.pt").symlink_to(ckpt / "latest")

@@ -21,8 +21,8 @@ import uuid
 from dataclasses import dataclass
 from pathlib import Path
 
-from replay_rl.driver.checkpoints import (STATE_FILE, checkpoint_dir, clean_stale, is_checkpoint, resolve_resume,
-                                          staging_dir, verify)
+from replay_rl.driver.checkpoints import (STATE_FILE, CheckpointRefused, checkpoint_dir, clean_stale, is_checkpoint,
+                                          resolve_resume, staging_dir, verify)
 from replay_rl.config import ConfigError, RunConfig
 from replay_rl.driver.trackers import LOCAL_STORES
 
@@ -175,14 +175,23 @@ def set_aside_later(out: Path, run: RunStart) -> None:
 
 
 def latest_own_checkpoint(out: Path, run_id: str) -> Path | None:
-    """The newest complete checkpoint this run saved in `out` (where a restart resumes), verified against its
-    manifest: one changed since it was saved is refused rather than passed over for an older one."""
+    """The newest complete checkpoint this run saved in `out` that verifies against its manifest (where a restart
+    resumes). One changed since it was saved is never loaded: the restart falls back to the one before, in one
+    line naming it, and only when none verifies is the newest's refusal raised (no person is there to choose)."""
     root = out / "checkpoints"
     own = [p for p in root.glob("step_*") if is_checkpoint(p) and read_run_id(p) == run_id] if root.is_dir() else []
-    newest = max(own, key=step_of, default=None)
-    if newest is not None:
-        verify(newest)
-    return newest
+    refused = None
+    for p in sorted(own, key=step_of, reverse=True):
+        try:
+            verify(p)
+        except CheckpointRefused as e:
+            refused = refused or e
+            print(f"{e}; falling back to an earlier checkpoint", file=sys.stderr, flush=True)
+            continue
+        return p
+    if refused is not None:
+        raise refused
+    return None
 
 
 def save_checkpoint(roles, out: Path, step: int, ledger, run_id: str | None) -> Path:
