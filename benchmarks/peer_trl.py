@@ -101,8 +101,11 @@ def main() -> None:
     ap.add_argument("--steps", type=int, default=100)
     ap.add_argument("--eval-every", type=int, default=25)
     ap.add_argument("--out", default=str(ROOT / "benchmarks" / "results" / "peer_trl"))
+    ap.add_argument("-s", "--set", action="append", default=[], help="a dotted override of the preset, as `replay-rl "
+                    "-s`, given to both sides: the committed pilot ran at -s generation.temperature=1.0, the preset's "
+                    "temperature then")
     args = ap.parse_args()
-    cfg = RunConfig.load(str(PRESET))
+    cfg = RunConfig.load(str(PRESET), args.set)
     model = Path(cfg.model.build_dir).resolve()
     out = Path(args.out) / f"seed{args.seed}"
     out.mkdir(parents=True, exist_ok=True)
