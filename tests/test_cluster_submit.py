@@ -4,6 +4,7 @@ tiny config, placement by the nodes' custom resources, and nodes lost mid-run (t
 import contextlib
 import json
 import os
+import pickle
 import re
 import subprocess
 import sys
@@ -121,6 +122,14 @@ def study_folders(out: Path) -> dict[str, Path]:
             if (f / "metrics.jsonl").is_file()}
 
 
+class PlantedCode:
+    def __init__(self, marker: Path):
+        self.marker = str(marker)
+
+    def __reduce__(self):
+        return (open, (self.marker, "w"))  # unpickling it creates the marker file
+
+
 def test_a_mini_study_runs_two_trials_at_once_and_resumes_after_its_driver_is_killed(head, warm_model, tmp_path):
     # two trials fit at once on this cluster: each reserves a learner_node, and the cluster offers two
     out, model = tmp_path / "study", warm_model[0]
@@ -142,7 +151,13 @@ def test_a_mini_study_runs_two_trials_at_once_and_resumes_after_its_driver_is_ki
     kept = {n: ((f / "run.json").read_text(), (f / "metrics.jsonl").read_text())
             for n, f in study_folders(out).items() if n in ended()}
     assert len(kept) < 4, kept  # killed mid-phase
+    # Tune's pickled experiment state in --out is never loaded (a planted one would run code): the resume reads the
+    # run folders; the old resume unpickled _tune/base/tuner.pkl
+    marker = tmp_path / "unpickled"
+    for pkl in [out / "_tune" / "base" / "tuner.pkl", *(out / "_tune").rglob("tuner.pkl")]:
+        pkl.write_bytes(pickle.dumps(PlantedCode(marker)))
     again = subprocess.run(line, capture_output=True, text=True, timeout=900)
+    assert not marker.exists()
     print(f"mini study on loopback, killed with {len(kept)} runs finished and resumed: "
           f"{(time.monotonic() - t0) / 60:.1f} min", file=sys.stderr)
     assert again.returncode == 0, again.stdout[-3000:] + again.stderr[-2000:]
@@ -162,7 +177,8 @@ def test_a_mini_study_runs_two_trials_at_once_and_resumes_after_its_driver_is_ki
         assert "learner_node" in where["learner rank 0"]["node_resources"], where
     # two trials ran at the same time (each reports once, as its run ends), in reservations of their own
     for phase in ("base", "extend"):
-        ends = [json.loads(r.read_text().splitlines()[-1]) for r in (out / "_tune" / phase).glob("*/result.json")]
+        results = (out / "_tune" / phase).glob("sitting_*/*/result.json")  # one Tune experiment per sitting
+        ends = [json.loads(r.read_text().splitlines()[-1]) for r in results]
         spans = [(r["timestamp"] - r["time_total_s"], r["timestamp"]) for r in ends]
         assert any(a[0] + 1 < b[1] and b[0] + 1 < a[1] for i, a in enumerate(spans) for b in spans[i + 1:]), spans
     ids = [json.loads((f / "placement.json").read_text())["generator 0"]["placement_group"] for f in folders.values()]

@@ -1,11 +1,9 @@
 """Each study run as a Ray Tune trial: it reserves exactly its run's shape (cluster.bundles(), as one placement
 group), its roles go into that reservation (driver/placement.py), and as many trials run side by side as the
-cluster's resources allow (max_concurrent caps it). One Tune experiment per phase under --out/_tune/PHASE: a study
-whose driver died resumes it (Tuner.restore), keeping finished trials and running the others again, each of which
-resumes or restarts its run from its folder (runs.prepare). The only module that imports ray.tune.
-
-Tune's experiment state pickles run_trial, trial_resources and trial_name by their names: renaming them breaks the
-resume of a study started before.
+cluster's resources allow (max_concurrent caps it). Each sitting of a phase is a fresh Tune experiment under
+--out/_tune/PHASE/sitting_K over the phase's runs not yet finished: a study whose driver died resumes from its run
+folders (runs.prepare), never by unpickling Tune's experiment state (tuner.pkl), which no manifest covers and which
+the docs put on a shared filesystem. The only module that imports ray.tune.
 """
 
 from __future__ import annotations
@@ -58,26 +56,24 @@ def run_phase(phase: str, runs: list[tuple[str, RunConfig]], tune_dir: Path,
     """Run `runs` ((trial name, spec) each) as the trials of experiment tune_dir/phase, resuming it when a driver
     before this one started it. Returns {trial name: its one line} for the trials that failed."""
     path = tune_dir / phase
-    trainable = tune.with_resources(run_trial, trial_resources)
-    if tune.Tuner.can_restore(path):
+    if (path / SPECS_FILE).is_file():  # a driver before this one started the phase
         started = set(json.loads((path / SPECS_FILE).read_text()))
         if other := sorted({cfg.run.output_dir for _, cfg in runs} - started):
             raise ConfigError(f"{tune_dir.parent} was started with other runs (e.g. {other[0]} is new to its {phase} "
                               "phase); rerun with the arguments it was started with, or use a new --out")
         print(f"resumed the {phase} phase of {tune_dir.parent}: {len(started) - len(runs)} runs kept, {len(runs)} to "
               "run again", file=sys.stderr, flush=True)
-        tuner = tune.Tuner.restore(str(path), trainable, resume_unfinished=True, restart_errored=True)
     else:
         path.mkdir(parents=True, exist_ok=True)
         (path / SPECS_FILE).write_text(json.dumps([cfg.run.output_dir for _, cfg in runs], indent=1))
-        grid = [{"name": name, "cfg": cfg.model_dump_json()} for name, cfg in runs]
-        tuner = tune.Tuner(
-            trainable, param_space={"run": tune.grid_search(grid)},
-            tune_config=tune.TuneConfig(max_concurrent_trials=max_concurrent, reuse_actors=False,
-                                        trial_name_creator=trial_name, trial_dirname_creator=trial_name),
-            # no fail_fast: it would stop the other trials as finished, and a resume would then skip their runs
-            run_config=tune.RunConfig(name=phase, storage_path=str(tune_dir), verbose=0,
-                                      failure_config=tune.FailureConfig(max_failures=0, fail_fast=False)))
+    grid = [{"name": name, "cfg": cfg.model_dump_json()} for name, cfg in runs]
+    tuner = tune.Tuner(
+        tune.with_resources(run_trial, trial_resources), param_space={"run": tune.grid_search(grid)},
+        tune_config=tune.TuneConfig(max_concurrent_trials=max_concurrent, reuse_actors=False,
+                                    trial_name_creator=trial_name, trial_dirname_creator=trial_name),
+        # no fail_fast: it would stop the other trials as finished, and a rerun would then skip their runs
+        run_config=tune.RunConfig(name=f"sitting_{len(list(path.glob('sitting_*')))}", storage_path=str(path),
+                                  verbose=0, failure_config=tune.FailureConfig(max_failures=0, fail_fast=False)))
     results = tuner.fit()
     return {r.config["run"]["name"]: error_line(r.error) for r in results if r.error is not None}
 

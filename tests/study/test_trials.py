@@ -25,7 +25,6 @@ def test_a_trial_reserves_its_runs_bundles_and_is_named_by_its_run():
 def test_a_resumed_study_with_other_runs_is_refused_in_one_line(tmp_path):
     phase = tmp_path / "_tune" / "base"
     phase.mkdir(parents=True)
-    (phase / "tuner.pkl").write_bytes(b"")  # an experiment a driver before this one started
     (phase / SPECS_FILE).write_text(json.dumps([str(tmp_path / "arithmetic" / "baseline" / "seed0")]))
     new = RunConfig.load(None, [f"run.output_dir={tmp_path / 'arithmetic' / 'baseline' / 'seed1'}"])
     with pytest.raises(ConfigError, match=r"was started with other runs \(e.g. .*seed1 is new to its base phase\); "
