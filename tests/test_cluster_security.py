@@ -34,6 +34,8 @@ def test_slurm_template_turns_token_auth_on_with_a_token_and_binds_the_job_api_t
                            ).stdout.strip() for _ in range(2)]
     assert all(re.fullmatch(r"[0-9a-f]{64}", t) for t in made) and made[0] != made[1]
     assert subprocess.run(["bash", "-n", str(ROOT / "cluster" / "slurm.sbatch")]).returncode == 0
+    # a requeued job resumes its run (what that does: test_trainer_signals' kill-and-rerun)
+    assert "#SBATCH --requeue" in text and "sets=(--set run.resume_from=auto)" in script
 
 
 def test_kuberay_template_requires_the_token_on_every_ray_container_and_the_submitter():
@@ -51,6 +53,7 @@ def test_kuberay_template_requires_the_token_on_every_ray_container_and_the_subm
     # Service), never on a Service exposed outside the cluster
     assert cluster["headGroupSpec"].get("serviceType", "ClusterIP") == "ClusterIP"
     assert "RAY_AUTH_MODE=disabled" not in json.dumps(job)
+    assert job["backoffLimit"] >= 1 and "--set run.resume_from=auto" in job["entrypoint"]  # a retry resumes
 
 
 def test_an_env_without_a_value_takes_it_from_the_environment_and_never_reaches_a_command_line(tmp_path):

@@ -9,6 +9,8 @@ from pathlib import Path
 
 import pytest
 
+from replay_rl.metrics import read_metrics
+
 pytestmark = [pytest.mark.slow, pytest.mark.ray, pytest.mark.deepspeed]
 
 
@@ -43,18 +45,22 @@ def own_ray(proc: subprocess.Popen) -> set[int]:
     return raylets() & descendants(proc.pid)
 
 
-def start_cli_run(path, out) -> subprocess.Popen:
-    """A long CLI run, returned once training is under way."""
-    proc = subprocess.Popen([sys.executable, "-m", "replay_rl.cli", "train", "-s", f"model.path={path}",
-                             "-s", f"run.output_dir={out}", "-s", "run.steps=100000", "-s", "run.eval_prompts=40"],
+def cli_run(path, out, *sets: str) -> list[str]:
+    return [sys.executable, "-m", "replay_rl.cli", "train", "-s", f"model.path={path}", "-s", f"run.output_dir={out}",
+            "-s", "run.eval_prompts=40", *(a for kv in sets for a in ("-s", kv))]
+
+
+def start_cli_run(path, out, *sets: str, rows: int = 2) -> subprocess.Popen:
+    """A long CLI run, returned once training is under way (metrics.jsonl holds `rows` rows)."""
+    proc = subprocess.Popen(cli_run(path, out, *(sets or ("run.steps=100000",))),
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
                             env={**os.environ, "HF_HUB_OFFLINE": "1"})
-    for _ in range(900):  # idle: ~20 s; a loaded CI box once took more than 300 s to reach step 1
-        if (out / "metrics.jsonl").is_file() and len((out / "metrics.jsonl").read_text().splitlines()) >= 2:
+    for _ in range(9000):  # idle: ~20 s; a loaded CI box once took more than 300 s to reach step 1
+        if (out / "metrics.jsonl").is_file() and len((out / "metrics.jsonl").read_text().splitlines()) >= rows:
             return proc
-        time.sleep(1)
+        time.sleep(0.1)
     proc.kill()
-    pytest.fail(f"the run did not reach step 1 in 900 s: {proc.communicate()[1][-2000:]}")
+    pytest.fail(f"the run did not reach its row {rows} in 900 s: {proc.communicate()[1][-2000:]}")
 
 
 def test_sigterm_stops_the_run_and_its_ray_cluster(warm_model, tmp_path):
@@ -77,9 +83,13 @@ def test_sigterm_stops_the_run_and_its_ray_cluster(warm_model, tmp_path):
     assert not own & raylets()
 
 
-def test_a_driver_killed_with_sigkill_leaves_no_ray_behind(warm_model, tmp_path):
-    path, _ = warm_model
-    proc = start_cli_run(path, tmp_path / "kill9")
+def test_a_driver_killed_with_sigkill_leaves_no_ray_behind_and_the_same_command_resumes(warm_model, tmp_path):
+    """What a scheduler's retry does (Slurm --requeue, KubeRay backoffLimit): the driver is killed mid-run and the
+    same command, which carries run.resume_from=auto from its first start, runs again: it resumes from the newest
+    checkpoint and finishes, each step trained once."""
+    path, out = warm_model[0], tmp_path / "kill9"
+    sets = ("run.steps=20", "run.checkpoint_every=5", "run.eval_every=10", "run.resume_from=auto")
+    proc = start_cli_run(path, out, *sets, rows=8)  # the step-0 eval and 7 train rows
     own = own_ray(proc)
     assert own  # the run started its own cluster
     proc.kill()
@@ -89,3 +99,12 @@ def test_a_driver_killed_with_sigkill_leaves_no_ray_behind(warm_model, tmp_path)
             break
         time.sleep(1)
     assert not own & raylets()
+    at = max(int(p.name.removeprefix("step_")) for p in (out / "checkpoints").glob("step_*"))
+    assert at >= 5
+    again = subprocess.run(cli_run(path, out, *sets), capture_output=True, text=True, timeout=900,
+                           env={**os.environ, "HF_HUB_OFFLINE": "1"})
+    assert again.returncode == 0, again.stderr[-2000:]
+    assert (f"resumed from {out / 'checkpoints' / f'step_{at}'}: this command ran steps {at + 1}–20; the lines below "
+            "cover the whole run from step 0") in again.stdout.splitlines()
+    rows = read_metrics(out / "metrics.jsonl", "train")
+    assert [r["step"] for r in rows] == list(range(1, 21))

@@ -71,9 +71,10 @@ def run_phase(phase: str, runs: list[tuple[str, RunConfig]], tune_dir: Path,
         tune.with_resources(run_trial, trial_resources), param_space={"run": tune.grid_search(grid)},
         tune_config=tune.TuneConfig(max_concurrent_trials=max_concurrent, reuse_actors=False,
                                     trial_name_creator=trial_name, trial_dirname_creator=trial_name),
-        # no fail_fast: it would stop the other trials as finished, and a rerun would then skip their runs
+        # no fail_fast: it would stop the other trials as finished, and a rerun would then skip their runs. One
+        # retry: a trial lost with its node or actor runs again and resumes its run from its folder (runs.prepare)
         run_config=tune.RunConfig(name=f"sitting_{len(list(path.glob('sitting_*')))}", storage_path=str(path),
-                                  verbose=0, failure_config=tune.FailureConfig(max_failures=0, fail_fast=False)))
+                                  verbose=0, failure_config=tune.FailureConfig(max_failures=1, fail_fast=False)))
     results = tuner.fit()
     return {r.config["run"]["name"]: error_line(r.error) for r in results if r.error is not None}
 
