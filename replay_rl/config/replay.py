@@ -25,13 +25,16 @@ class RateLimitConfig(_Section):
 class _ReplayCommon(_Section):
     capacity: int = Field(ge=1)
     """N: total rollouts across all shards; each shard holds capacity / learners."""
-    sampler: Literal["uniform", "uniform_no_repeat", "least_recent", "fresh_anchored", "abs_advantage"] = "uniform"
+    sampler: Literal["uniform", "uniform_no_repeat", "least_recent", "fresh_anchored", "abs_advantage",
+                     "effective"] = "uniform"
     """How a shard picks a batch (never an item twice in one batch). uniform: the paper, uniform over the buffer;
     uniform_no_repeat: Fig. 18's "no replacement, at least once", never-sampled items first, then uniform over the
     used; least_recent: Fig. 18's "without replacement across steps", never-sampled first, then least recently
     returned, ties at random, so no item repeats before every other has been used since; fresh_anchored: every
     rollout inserted since the shard's previous batch (a uniform subset if more than fit), the rest uniform over
-    older items; abs_advantage: priority ∝ |A|."""
+    older items; abs_advantage: priority ∝ |A|; effective: uniform over the rollouts whose frozen advantage is not 0
+    (a group with equal rewards carries no GRPO gradient and never takes a slot while enough others are held).
+    lifo_once ignores it: it takes the freshest."""
     max_staleness: int | None = Field(None, ge=0)
     """Never return (and evict) items with age = consumer_version − policy_version above this. None: off (paper)."""
     max_reuse: int | None = Field(None, ge=1)

@@ -88,6 +88,16 @@ class AbsAdvantage:
         return rng.choice(eligible, size=n, replace=False, p=w / w.sum())
 
 
+class Effective:
+    """Effective-group replay: uniform over the items that carry a gradient (frozen advantage ≠ 0), so a group whose
+    rewards were all equal never takes a batch slot while the buffer holds enough that teach; when it holds fewer
+    than n, all of those and the rest uniform over the others (batch/zero_variance_share then reads the shortfall)."""
+
+    def select(self, meta, eligible, n, rng):
+        teaches = meta.advantage[eligible] != 0
+        return _all_then_uniform(eligible[teaches], eligible[~teaches], n, rng)
+
+
 def make_selector(name: str) -> Selector:
     match name:
         case "uniform":
@@ -100,6 +110,8 @@ def make_selector(name: str) -> Selector:
             return FreshAnchored()
         case "abs_advantage":
             return AbsAdvantage()
+        case "effective":
+            return Effective()
         case "freshest":
             return Freshest()
     raise ValueError(f"replay.sampler: unknown sampler {name!r}")

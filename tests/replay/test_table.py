@@ -108,6 +108,21 @@ def test_abs_advantage_prefers_large_advantages():
     assert np.mean(np.array(picked) < 10) > 0.8
 
 
+def test_effective_sampler_gives_no_slot_to_a_zero_advantage_rollout_while_enough_others_are_held():
+    """Effective-group replay (issue 43): a rollout of a group whose rewards were all equal (advantage 0, no GRPO
+    gradient) takes a batch slot only when fewer than a batch of the others are held."""
+    from replay_rl.rollout import RolloutBatch
+
+    t = Table.fifo(100, sampler="effective", seed=0)
+    arrays = make_batch(100).arrays()
+    arrays["advantage"] = np.where(np.arange(100) % 10 == 0, -0.5, 0.0).astype(np.float32)  # 10 teach
+    t.insert(RolloutBatch(**arrays))
+    for _ in range(20):
+        assert all(i % 10 == 0 for i in ids(t.sample(8, 0)[0]))
+    short = ids(t.sample(15, 0)[0])
+    assert sum(i % 10 == 0 for i in short) == 10 and len(set(short)) == 15  # all 10, then 5 of the others
+
+
 def test_rate_limiter_band():
     r = RateLimiter(2.0, 8, min_size_to_sample=4)
     assert not r.can_sample(4)          # below min size
