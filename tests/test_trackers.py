@@ -3,6 +3,8 @@ clients: MLflow's local file store, W&B's offline mode and TensorBoard's event f
 
 import json
 import shutil
+import socket
+import time
 from pathlib import Path
 
 import pytest
@@ -55,15 +57,15 @@ def test_mlflow_file_store_holds_the_metrics_config_and_status(tmp_path):
     cfg = cfg_with(tmp_path, "mlflow")
     sink, (tracker,) = start(cfg, "run-a")
     write(sink, (1, 2))
-    client = mlflow_client(tracker.uri)
-    run = client.get_run(tracker.run_id)
+    client = mlflow_client(tracker.inner.uri)
+    run = client.get_run(tracker.inner.run_id)
     assert run.info.status == "FINISHED" and run.info.run_name == tmp_path.name
     assert run.data.tags["replay_rl.run_id"] == "run-a" and run.data.params["learner.lr"] == json.dumps(cfg.learner.lr)
     assert run.data.params["tracking.loggers"] == '["mlflow"]'
-    assert history(client, tracker.run_id, "batch/reward_mean") == [(1, 1.0), (2, 2.0)]
-    assert history(client, tracker.run_id, "eval/pass_at_1") == [(1, 0.5)]  # MLflow forbids @ in a name
-    assert history(client, tracker.run_id, "eval/ledger/compute") == [(1, 10.0)]
-    assert client.get_metric_history(tracker.run_id, "buffer/age_mean") == []  # None (non-finite) is not a number
+    assert history(client, tracker.inner.run_id, "batch/reward_mean") == [(1, 1.0), (2, 2.0)]
+    assert history(client, tracker.inner.run_id, "eval/pass_at_1") == [(1, 0.5)]  # MLflow forbids @ in a name
+    assert history(client, tracker.inner.run_id, "eval/ledger/compute") == [(1, 10.0)]
+    assert client.get_metric_history(tracker.inner.run_id, "buffer/age_mean") == []  # None (non-finite) is not a number
 
 
 def test_a_resume_opens_a_new_tracked_run_holding_one_history_like_metrics_jsonl(tmp_path):
@@ -76,12 +78,12 @@ def test_a_resume_opens_a_new_tracked_run_holding_one_history_like_metrics_jsonl
     write(sink, (1, 2, 3), failed=True)  # the run dies after step 3; its checkpoint is step 1's
     sink, (resumed, _) = start(cfg, "run-a", resumed_at=1)
     write(sink, (2, 3, 4), scale=10.0)
-    client = mlflow_client(first.uri)
-    assert client.get_run(first.run_id).info.status == "FAILED"
-    assert client.get_run(resumed.run_id).info.status == "FINISHED" and resumed.run_id != first.run_id
-    assert client.get_run(resumed.run_id).data.tags["replay_rl.run_id"] == "run-a"
-    assert history(client, resumed.run_id, "batch/reward_mean") == [(1, 1.0), (2, 20.0), (3, 30.0), (4, 40.0)]
-    assert history(client, resumed.run_id, "eval/pass_at_1") == [(1, 0.5), (2, 0.5)]
+    client = mlflow_client(first.inner.uri)
+    assert client.get_run(first.inner.run_id).info.status == "FAILED"
+    assert client.get_run(resumed.inner.run_id).info.status == "FINISHED" and resumed.inner.run_id != first.inner.run_id
+    assert client.get_run(resumed.inner.run_id).data.tags["replay_rl.run_id"] == "run-a"
+    assert history(client, resumed.inner.run_id, "batch/reward_mean") == [(1, 1.0), (2, 20.0), (3, 30.0), (4, 40.0)]
+    assert history(client, resumed.inner.run_id, "eval/pass_at_1") == [(1, 0.5), (2, 0.5)]
     events = EventAccumulator(str(tmp_path / "tb"))
     events.Reload()
     assert [(e.step, e.value) for e in events.Scalars("train/batch/reward_mean")] == [
@@ -94,10 +96,10 @@ def test_wandb_offline_writes_each_start_as_a_run_of_the_run_ids_group(tmp_path)
     write(sink, (1, 2))
     sink, (again,) = start(cfg, "run-a", resumed_at=2)
     write(sink, (3,))
-    assert again.run_id != first.run_id
+    assert again.inner.run_id != first.inner.run_id
     for tracker in (first, again):
-        (run_dir,) = (tmp_path / "wandb").glob(f"offline-run-*-{tracker.run_id}")
-        data = (run_dir / f"run-{tracker.run_id}.wandb").read_bytes()
+        (run_dir,) = (tmp_path / "wandb").glob(f"offline-run-*-{tracker.inner.run_id}")
+        data = (run_dir / f"run-{tracker.inner.run_id}.wandb").read_bytes()
         assert b"batch/reward_mean" in data and b"eval/pass@1" in data and b"learner.lr" in data and b"run-a" in data
 
 
@@ -105,15 +107,47 @@ def test_a_tracker_that_fails_mid_run_is_dropped_in_one_line_and_the_run_goes_on
     cfg = cfg_with(tmp_path, "mlflow", "tensorboard")
     sink, (tracker, _) = start(cfg, "run-a")
     sink.log(1, "train", TRAIN)
-    experiment_dir = next(p for p in (tmp_path / "mlruns").iterdir() if (p / tracker.run_id).is_dir())
-    shutil.rmtree(experiment_dir / tracker.run_id)  # the store loses the run under it (a wiped disk, a reset server)
+    while not tracker.idle():  # it logs from a thread of its own: step 1 has gone before the store loses the run
+        time.sleep(0.01)
+    experiment_dir = next(p for p in (tmp_path / "mlruns").iterdir() if (p / tracker.inner.run_id).is_dir())
+    # the store loses the run under it (a wiped disk, a reset server)
+    shutil.rmtree(experiment_dir / tracker.inner.run_id)
     sink.log(2, "train", TRAIN)
     sink.log(3, "train", TRAIN)
     sink.close()
     lines = [line for line in capsys.readouterr().err.splitlines() if line.startswith("tracking:")]
-    assert len(lines) == 1 and lines[0].startswith("tracking: Mlflow stopped at step 2 (")
+    assert len(lines) == 1 and lines[0].startswith("tracking: Mlflow stopped at step 2 ("), lines
     assert lines[0].endswith("; metrics.jsonl keeps every row")
     assert [json.loads(line)["step"] for line in (tmp_path / "metrics.jsonl").read_text().splitlines()] == [1, 2, 3]
+
+
+def test_an_mlflow_server_that_never_answers_costs_one_line_within_tracking_timeout_s(tmp_path, capsys, monkeypatch):
+    """MLflow retried a call for up to ~20 min and the driver waited: a restart during an outage ended a run that was
+    recovering, and a slow server held every step. Now: a resume drops it in one line, a fresh run stops in one
+    line, each within tracking.timeout_s, and nothing waits on it after."""
+    monkeypatch.setenv("MLFLOW_HTTP_REQUEST_MAX_RETRIES", "0")  # so that its own thread ends soon after the test
+    monkeypatch.setenv("MLFLOW_HTTP_REQUEST_TIMEOUT", "10")
+    silent = socket.socket()  # accepts connections (the kernel's backlog) and never answers a request
+    silent.bind(("127.0.0.1", 0))
+    silent.listen(64)
+    cfg = cfg_with(tmp_path, "mlflow", extra=[f"tracking.mlflow_uri=http://127.0.0.1:{silent.getsockname()[1]}",
+                                              "tracking.timeout_s=1"])
+    try:
+        t0 = time.monotonic()
+        sink, (tracker,) = start(cfg, "run-a", resumed_at=0)
+        write(sink, [1, 2, 3])
+        assert time.monotonic() - t0 < 4
+        lines = [line for line in capsys.readouterr().err.splitlines() if line.startswith("tracking:")]
+        assert lines == ["tracking: Mlflow did not start on this resume (no answer in tracking.timeout_s=1s): "
+                         "dropped; metrics.jsonl keeps every row"]
+        assert [json.loads(r)["step"] for r in (tmp_path / "metrics.jsonl").read_text().splitlines()] == [1, 2, 3, 1]
+        t0 = time.monotonic()
+        with pytest.raises(ConfigError, match=r"^tracking: Mlflow did not start \(no answer in tracking.timeout_s=1s\); "
+                                              r"check tracking.mlflow_uri / wandb_mode, or drop mlflow from"):
+            start(cfg, "run-b")
+        assert time.monotonic() - t0 < 4
+    finally:
+        silent.close()
 
 
 def test_a_tracker_that_cannot_start_fails_in_one_line_before_ray_starts(tmp_path, monkeypatch):

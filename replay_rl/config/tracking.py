@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Literal
 
-from pydantic import field_validator
+from pydantic import Field, field_validator
 
 from replay_rl.config.base import _Section
 
@@ -23,6 +23,10 @@ class TrackingConfig(_Section):
     """MLflow's tracking URI: a server (http://host:5000) or a database (sqlite:///mlflow.db, which needs the full
     mlflow package). None: a local file store in output_dir/mlruns (the full package's `mlflow ui
     --backend-store-uri` shows it)."""
+    timeout_s: float = Field(30.0, gt=0)
+    """The longest the driver waits on a tracker, which logs from a thread of its own: for it to start (a fresh run
+    then stops in one line before training; a resume or restart drops it in one line and goes on) and to finish
+    its rows at the run's end. metrics.jsonl keeps every row whatever a tracker does."""
     wandb_mode: Literal["offline", "online"] = "offline"
     """offline: written under output_dir/wandb with no network, uploaded later by `wandb sync`; online needs a
     `wandb login` (or WANDB_API_KEY) and network."""

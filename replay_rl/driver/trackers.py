@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Protocol
 
 from replay_rl.config import RunConfig
+from replay_rl.driver.tracker_queue import QueuedTracker
 from replay_rl.metrics import ROW_FIELDS
 
 LOCAL_STORES = ("mlruns", "wandb")  # what the default MLflow and offline W&B write into the run folder
@@ -151,19 +152,24 @@ class WandbTracker:
 
 
 def make_trackers(cfg: RunConfig, out: Path, run_id: str | None, resumed_at: int | None,
-                  history: list[dict]) -> list[Tracker]:
-    """The trackers tracking.loggers names, for one start of the run. history: the rows metrics.jsonl keeps through
-    `resumed_at` (none for a fresh start), given first to the new MLflow and W&B runs."""
+                  history: list[dict], first_start: bool | None = None) -> list[Tracker]:
+    """The trackers tracking.loggers names, for one start of the run, each on a bounded queue of its own thread
+    (tracker_queue.py). history: the rows metrics.jsonl keeps through `resumed_at` (none for a fresh start), given
+    first to the new MLflow and W&B runs. first_start: the run's first (not a resume, not a restart): a tracker that
+    cannot start stops it before it trains; by default, when nothing is resumed."""
+    fresh = resumed_at is None if first_start is None else first_start
+    starts = {"tensorboard": ("TensorBoard", lambda: TensorBoardTracker(out, resumed_at)),
+              "mlflow": ("Mlflow", lambda: MlflowTracker(cfg, out, run_id)),
+              "wandb": ("Wandb", lambda: WandbTracker(cfg, out, run_id))}
     trackers: list[Tracker] = []
     try:
         for name in cfg.tracking.loggers:
-            if name == "tensorboard":
-                trackers.append(TensorBoardTracker(out, resumed_at))
-                continue
-            tracker = MlflowTracker(cfg, out, run_id) if name == "mlflow" else WandbTracker(cfg, out, run_id)
-            trackers.append(tracker)  # before the history: a failure below still closes it
-            for row in history:
-                tracker.log(row["step"], row["kind"], {k: v for k, v in row.items() if k not in ROW_FIELDS})
+            shown, start = starts[name]
+            tracker = QueuedTracker(shown, start, cfg.tracking.timeout_s, fresh)
+            trackers.append(tracker)
+            if name != "tensorboard":  # its folder is shared across starts and kept its rows
+                for row in history:
+                    tracker.log(row["step"], row["kind"], {k: v for k, v in row.items() if k not in ROW_FIELDS})
     except BaseException:
         for tracker in trackers:  # none left open (an MLflow run would stay RUNNING)
             tracker.close(failed=True)

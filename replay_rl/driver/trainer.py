@@ -104,7 +104,8 @@ def run_roles(cfg: RunConfig, model_path: str, resume: Path | None, restarts: in
         (out / "placement.json").write_text(json.dumps(roles.placement(), indent=1))
         start = roles.resume(resume, ledger) if resume else 0
         sink = MetricsSink(out, keep_through_step=start if resume else -1)  # a fresh run starts a fresh file
-        sink.mirror_to(make_trackers(cfg, out, run_id, start if resume else None, sink.kept))
+        sink.mirror_to(make_trackers(cfg, out, run_id, start if resume else None, sink.kept,
+                                     first_start=not (resume or restarts)))
         t0 = time.perf_counter() - ledger.wall_s
         kept = sink.kept  # the rows through `start`, parsed once by the sink (none for a fresh run)
         record = row_at(kept, "train", start)  # the resumed step's: a run resumed at its end logs no other
