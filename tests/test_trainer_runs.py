@@ -236,7 +236,9 @@ def test_each_off_policy_correction_trains_the_testbed_for_20_steps(ray_cluster,
     path, _ = warm_model
     out = tmp_path / correction
     stale = ["learner.loss.stale_negatives={max_age: 1, weight: 0}"] if correction == "mis" else []
+    # one generator and one rank: the staleness comes from the emulated pace, not from the actors' count
     final = train(run_cfg(path, out, "run.steps=20", "run.eval_every=20", "run.eval_prompts=20",
+                          "cluster.generators=1", "cluster.learners=1",
                           f"learner.loss.correction={correction}", "learner.loss.correction_cap=1.5", *stale))
     rows = read_metrics(out / "metrics.jsonl", "train")
     assert final["step"] == 20 and [r["step"] for r in rows] == list(range(1, 21))
