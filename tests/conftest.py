@@ -45,6 +45,19 @@ def make_ray_token() -> None:
                        stdout=subprocess.DEVNULL, preexec_fn=lambda: os.umask(0o077))  # readable by you only
 
 
+# The files that hold most of the suite's time, heaviest first (the slowest-20 list of the last full run): under
+# --dist loadfile a worker takes a whole file, so these start first and the short files fill in around them;
+# xdist's default order (most tests first) left them for the end, where one worker ran on alone.
+HEAVY_FIRST = ("tests/test_cluster_submit.py", "tests/test_faults.py", "tests/test_fault_soak.py",
+               "tests/test_trainer_runs.py", "tests/learner/test_learner_group.py", "tests/test_pretrained.py",
+               "tests/test_trainer_signals.py")
+
+
+def pytest_collection_modifyitems(config, items):
+    rank = {path: i for i, path in enumerate(HEAVY_FIRST)}
+    items.sort(key=lambda item: rank.get(item.nodeid.split("::")[0], len(rank)))  # stable: the rest keep their order
+
+
 def pytest_unconfigure(config):
     faulthandler.cancel_dump_traceback_later()
     if TERMINAL:  # empty when pytest_configure failed (e.g. a python without the project's packages)
