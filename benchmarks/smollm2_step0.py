@@ -56,7 +56,8 @@ def main() -> None:
         task.sample_train(args.problems, np.random.default_rng(args.start))
     t0, cut = time.perf_counter(), []
     greedy = greedy_scores(backend, tok, task, problems, cap, args.batch, chat, cut)
-    row = {"variant": args.name, "backend": cfg.generation.backend.type, "split": args.split, "start": args.start, "problems": len(problems), "distinct": len({p.key for p in problems}),
+    row = {"variant": args.name, "backend": cfg.generation.backend.type, "split": args.split, "start": args.start,
+           "problems": len(problems), "distinct": len({p.key for p in problems}),
            "pass@1_greedy": float((greedy >= task.correct_threshold).mean()), "truncated_share": float(np.mean(cut)),
            "greedy_s": round(time.perf_counter() - t0, 1)}
     for p in problems[:args.show]:

@@ -133,4 +133,6 @@ def pack_ragged(parts: Sequence[np.ndarray], dtype) -> tuple[np.ndarray, np.ndar
 def group_advantages(rewards: np.ndarray, eps: float = 1e-6) -> np.ndarray:
     """A_i = (r_i − mean(r)) / (std(r) + eps) over one group; a group with equal rewards gets all zeros."""
     r = np.asarray(rewards, np.float64)
+    if r.max() == r.min():  # exactly 0, where the arithmetic leaves ~1e-10 for some values (3 × 0.1)
+        return np.zeros(len(r), np.float32)
     return ((r - r.mean()) / (r.std() + eps)).astype(np.float32)

@@ -15,16 +15,7 @@ from replay_rl.driver.checkpoints import (MANIFEST, STATE_FILE, CheckpointRefuse
                                    staging_dir, verify)
 from replay_rl.config import ConfigError, RunConfig
 from replay_rl.driver.run_folder import RUN_FILE, latest_own_checkpoint, start_run
-
-
-class Planted:
-    """A pickle that runs code when loaded, as a planted optimizer file would."""
-
-    def __init__(self, marker):
-        self.marker = str(marker)
-
-    def __reduce__(self):
-        return (open, (self.marker, "w"))  # loading it creates the marker file
+from tests.runs import Planted
 
 
 def save(out, step, run_id="aaaa", weight=1.0):

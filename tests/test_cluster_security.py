@@ -35,7 +35,8 @@ def test_slurm_template_turns_token_auth_on_with_a_token_and_binds_the_job_api_t
     assert all(re.fullmatch(r"[0-9a-f]{64}", t) for t in made) and made[0] != made[1]
     assert subprocess.run(["bash", "-n", str(ROOT / "cluster" / "slurm.sbatch")]).returncode == 0
     # a requeued job resumes its run (what that does: test_trainer_signals' kill-and-rerun)
-    assert "#SBATCH --requeue" in text and "sets=(--set run.resume_from=auto)" in script
+    assert "#SBATCH --requeue" in text and \
+        '[ "${SLURM_RESTART_COUNT:-0}" -gt 0 ] && sets+=(--set run.resume_from=auto)' in script
 
 
 def test_kuberay_template_requires_the_token_on_every_ray_container_and_the_submitter():

@@ -19,6 +19,7 @@ from replay_rl.config import RunConfig
 from replay_rl.config.model import ModelConfig
 from replay_rl.metrics import read_metrics
 from replay_rl.replay.budget_check import k_inf_past_budget
+from tests.runs import Planted
 
 ROOT = Path(__file__).parents[1]
 sys.path.insert(0, str(ROOT / "cluster"))
@@ -131,14 +132,6 @@ def study_folders(out: Path) -> dict[str, Path]:
             if (f / "metrics.jsonl").is_file()}
 
 
-class PlantedCode:
-    def __init__(self, marker: Path):
-        self.marker = str(marker)
-
-    def __reduce__(self):
-        return (open, (self.marker, "w"))  # unpickling it creates the marker file
-
-
 def test_a_mini_study_runs_two_trials_at_once_and_resumes_after_its_driver_is_killed(head, warm_model, tmp_path):
     # two trials fit at once on this cluster: each reserves a learner_node, and the cluster offers two
     out, model = tmp_path / "study", warm_model[0]
@@ -164,7 +157,7 @@ def test_a_mini_study_runs_two_trials_at_once_and_resumes_after_its_driver_is_ki
     # run folders; the old resume unpickled _tune/base/tuner.pkl
     marker = tmp_path / "unpickled"
     for pkl in [out / "_tune" / "base" / "tuner.pkl", *(out / "_tune").rglob("tuner.pkl")]:
-        pkl.write_bytes(pickle.dumps(PlantedCode(marker)))
+        pkl.write_bytes(pickle.dumps(Planted(marker)))
     again = subprocess.run(line, capture_output=True, text=True, timeout=900)
     assert not marker.exists()
     print(f"mini study on loopback, killed with {len(kept)} runs finished and resumed: "

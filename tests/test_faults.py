@@ -190,7 +190,8 @@ def test_resume_auto_continues_the_same_metrics_file(ray_cluster, warm_model, ch
     # against the same run uninterrupted: weights differ (generation is asynchronous, so which weights each rollout
     # came from depends on timing), but the counters do not, beyond one backend call per generator
     whole = train(run_cfg(path, tmp_path / "whole", "run.steps=6", "run.checkpoint_every=2", "run.eval_every=2"))
-    assert "resumed_from" not in whole and closing_summary(run_cfg(path, tmp_path / "whole"), whole).startswith("pass@1")
+    assert "resumed_from" not in whole
+    assert closing_summary(run_cfg(path, tmp_path / "whole"), whole).startswith("pass@1")
     cfg = run_cfg(path, out)
     per_call = cfg.generation.prompts_per_call * cfg.generation.group_size * cfg.cluster.generators
     assert final["ledger/k_train"] == whole["ledger/k_train"]

@@ -49,3 +49,6 @@ def test_group_advantage_is_standardised_and_zero_for_flat_groups():
     assert abs(a.mean()) < 1e-6 and abs(a.std() - 1) < 1e-4
     assert a[0] == pytest.approx((1 - 0.375) / np.sqrt(0.375 * 0.625), rel=1e-4)
     assert np.all(group_advantages(np.ones(16)) == 0)
+    # exactly 0 for any equal rewards (the effective sampler and zero_variance_share read it): 3 × 0.1 left ~1e-10
+    for value, size in ((0.1, 3), (0.7, 6), (0.2, 7)):
+        assert np.all(group_advantages(np.full(size, value)) == 0)

@@ -142,8 +142,8 @@ def test_an_mlflow_server_that_never_answers_costs_one_line_within_tracking_time
                          "dropped; metrics.jsonl keeps every row"]
         assert [json.loads(r)["step"] for r in (tmp_path / "metrics.jsonl").read_text().splitlines()] == [1, 2, 3, 1]
         t0 = time.monotonic()
-        with pytest.raises(ConfigError, match=r"^tracking: Mlflow did not start \(no answer in tracking.timeout_s=1s\); "
-                                              r"check tracking.mlflow_uri / wandb_mode, or drop mlflow from"):
+        with pytest.raises(ConfigError, match=r"^tracking: Mlflow did not start \(no answer in tracking.timeout_s="
+                                              r"1s\); check tracking.mlflow_uri / wandb_mode, or drop mlflow from"):
             start(cfg, "run-b")
         assert time.monotonic() - t0 < 4
     finally:

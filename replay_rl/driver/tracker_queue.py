@@ -11,6 +11,7 @@ from __future__ import annotations
 import queue
 import sys
 import threading
+import time
 from typing import Callable
 
 from replay_rl.config import ConfigError
@@ -54,14 +55,14 @@ class QueuedTracker:
             self._started.set()
         failed = False
         while (item := self._queue.get()) is not None:  # a close is followed by None
-            method, args = item
+            what, step, call = item
             try:
                 if not failed:  # dropped: nothing more goes to it, its close included (as the sink did before)
-                    getattr(self.inner, method)(*args)
+                    call(self.inner)
             except Exception as e:  # noqa: BLE001 - a mirror: its failure must not end the training it watches
                 failed = True
-                say(f"{self.name} did not close ({first_line(e)})" if method == "close" else
-                    f"{self.name} stopped at step {args[0]} ({first_line(e)})")
+                say(f"{self.name} did not close ({first_line(e)})" if what == "close" else
+                    f"{self.name} stopped at step {step} ({first_line(e)})")
             finally:
                 self._queue.task_done()
 
@@ -69,32 +70,38 @@ class QueuedTracker:
         """Nothing waiting for it or being logged now."""
         return self._queue.unfinished_tasks == 0
 
-    def _send(self, method: str, *args) -> None:
+    def _send(self, step: int, call: Callable[[object], None]) -> None:
         if self._thread is None:
             return
         try:
-            self._queue.put_nowait((method, args))
+            self._queue.put_nowait(("log", step, call))
         except queue.Full:
             self._skipped += 1
             if self._skipped == 1:
                 say(f"{self.name} is {QUEUE_ROWS} rows behind: rows skip it until it catches up")
 
     def log(self, step: int, kind: str, values: dict) -> None:
-        self._send("log", step, kind, values)
+        self._send(step, lambda t: t.log(step, kind, values))
+
+    def log_rows(self, rows: list[tuple[int, str, dict]]) -> None:
+        """A resume's history, (step, kind, values) each, as one item: however long, none of it is skipped."""
+        self._send(rows[0][0] if rows else 0, lambda t: [t.log(*row) for row in rows])
 
     def log_samples(self, step: int, rows: list[dict]) -> None:
-        self._send("log_samples", step, rows)
+        self._send(step, lambda t: t.log_samples(step, rows))
 
     def close(self, failed: bool = False) -> None:
-        """Marks the tracked run finished or failed once the rows before have gone, waiting tracking.timeout_s."""
+        """Marks the tracked run finished or failed once the rows before have gone, waiting tracking.timeout_s in
+        all."""
         thread, self._thread = self._thread, None
         if thread is None:
             return
+        deadline = time.monotonic() + self.timeout_s
         try:
-            self._queue.put(("close", (failed,)), timeout=self.timeout_s)
-            self._queue.put(None, timeout=self.timeout_s)
+            self._queue.put(("close", None, lambda t: t.close(failed)), timeout=self.timeout_s)
+            self._queue.put(None, timeout=max(0.0, deadline - time.monotonic()))
         except queue.Full:
             pass
-        thread.join(self.timeout_s)
+        thread.join(max(0.0, deadline - time.monotonic()))
         if thread.is_alive():
             say(f"{self.name} did not finish in tracking.timeout_s={self.timeout_s:g}s: its last rows may be missing")

@@ -167,9 +167,9 @@ def make_trackers(cfg: RunConfig, out: Path, run_id: str | None, resumed_at: int
             shown, start = starts[name]
             tracker = QueuedTracker(shown, start, cfg.tracking.timeout_s, fresh)
             trackers.append(tracker)
-            if name != "tensorboard":  # its folder is shared across starts and kept its rows
-                for row in history:
-                    tracker.log(row["step"], row["kind"], {k: v for k, v in row.items() if k not in ROW_FIELDS})
+            if name != "tensorboard" and history:  # TensorBoard's folder is shared across starts and kept its rows
+                tracker.log_rows([(row["step"], row["kind"], {k: v for k, v in row.items() if k not in ROW_FIELDS})
+                                  for row in history])
     except BaseException:
         for tracker in trackers:  # none left open (an MLflow run would stay RUNNING)
             tracker.close(failed=True)

@@ -23,7 +23,7 @@ from replay_rl.driver.health import one_line, settle_nodes, with_lost_nodes
 from replay_rl.driver.launch import build
 from replay_rl.driver.preflight import preflight
 from replay_rl.driver.run_folder import (FolderLock, final_checkpoint, latest_own_checkpoint, prune_checkpoints,
-                                         save_checkpoint, start_run)
+                                         read_run_id, save_checkpoint, start_run)
 from replay_rl.driver.session import connect, disconnect, stop_on_signals
 from replay_rl.driver.supervision import death_of
 from replay_rl.driver.trackers import make_trackers
@@ -53,6 +53,9 @@ def train(cfg: RunConfig, progress=None) -> dict:
     lock = FolderLock(out)  # a second driver in this folder stops here, in one line
     owns_ray, replaced = False, {}
     try:
+        # the run's first start (no run.json yet, or overwritten): a tracker that cannot start stops it here; a
+        # resume, a scheduler's retry or a restart drops that tracker and goes on
+        first = cfg.run.overwrite or read_run_id(out) is None
         run = start_run(cfg, out)  # refuses another run's folder, before Ray starts
         cfg.dump_json(out / "config.json")
         resume = run.resume
@@ -62,7 +65,8 @@ def train(cfg: RunConfig, progress=None) -> dict:
         lost, place_by = None, None  # the death that the current attempt restarts after, and its node deadline
         for restart in range(cfg.run.max_restarts + 1):
             try:
-                final = run_roles(cfg, model_path, resume, restart, progress, place_by, run_id=run.run_id)
+                final = run_roles(cfg, model_path, resume, restart, progress, place_by, run_id=run.run_id,
+                                  first_start=first and not restart)
                 return final | ({"resumed_from": str(run.resume)} if run.resume else {})
             except (LearnerStartTimeout, RayActorError) as e:
                 if lost is None:  # a first start that failed: its own line
@@ -91,11 +95,13 @@ def train(cfg: RunConfig, progress=None) -> dict:
 
 
 def run_roles(cfg: RunConfig, model_path: str, resume: Path | None, restarts: int, progress=None,
-              place_by: float | None = None, build_roles=build, run_id: str | None = None) -> dict:
+              place_by: float | None = None, build_roles=build, run_id: str | None = None,
+              first_start: bool = True) -> dict:
     """One attempt: build the roles (from `resume`, a checkpoint, or from scratch), then the paper's loop.
     place_by: a restart's deadline for placing the learners (run.node_wait_s after the death). build_roles: makes
     the roles, as launch.build does (benchmarks/control_plane.py passes one that builds stand-in actors, to time
-    this loop on its own). run_id: the run this attempt belongs to, written into each checkpoint it saves."""
+    this loop on its own). run_id: the run this attempt belongs to, written into each checkpoint it saves.
+    first_start: the run's first attempt (make_trackers)."""
     out = Path(cfg.run.output_dir)
     ledger = ledger_for(cfg)
     sink, roles = None, None
@@ -104,8 +110,7 @@ def run_roles(cfg: RunConfig, model_path: str, resume: Path | None, restarts: in
         (out / "placement.json").write_text(json.dumps(roles.placement(), indent=1))
         start = roles.resume(resume, ledger) if resume else 0
         sink = MetricsSink(out, keep_through_step=start if resume else -1)  # a fresh run starts a fresh file
-        sink.mirror_to(make_trackers(cfg, out, run_id, start if resume else None, sink.kept,
-                                     first_start=not (resume or restarts)))
+        sink.mirror_to(make_trackers(cfg, out, run_id, start if resume else None, sink.kept, first_start))
         t0 = time.perf_counter() - ledger.wall_s
         kept = sink.kept  # the rows through `start`, parsed once by the sink (none for a fresh run)
         record = row_at(kept, "train", start)  # the resumed step's: a run resumed at its end logs no other

@@ -10,6 +10,8 @@ The native NCCL weight-transfer API of newer vLLM is the GPU path to add once it
 
 from __future__ import annotations
 
+import contextlib
+import itertools
 import os
 from typing import Callable, Iterable, Sequence
 
@@ -128,6 +130,11 @@ class VLLMBackend:
             self._llm.collective_rpc("load_weight_bucket", args=(to_safetensors(bucket),))
             bucket.clear()
 
+        # the first tensor before anything changes: a version whose bytes are gone (WeightsGone) fails here, the
+        # engine untouched, and load_if_newer loads the next version whole instead
+        tensors = iter(named_tensors)
+        first = next(tensors, None)
+        tensors = itertools.chain([first] if first is not None else [], tensors)
         # an engine core in its own process steps running requests between our calls: paused ("keep": requests
         # stay), none runs on a half-loaded model (seen: a decoding step on layers still on the meta device)
         pause = getattr(getattr(self._llm.llm_engine, "engine_core", None), "call_utility", None)
@@ -139,7 +146,7 @@ class VLLMBackend:
         try:
             self._llm.collective_rpc("begin_weight_stream")
             bucket, size = [], 0
-            for name, t in named_tensors:
+            for name, t in tensors:
                 if bucket and size + t.nbytes > self.bucket_bytes:
                     send(bucket)
                     size = 0
@@ -150,15 +157,20 @@ class VLLMBackend:
                 send(bucket)
             self._llm.collective_rpc("end_weight_stream")
         except BaseException as e:
-            # before the scheduler resumes: no request in flight may decode on a mix of two versions
-            self._llm.llm_engine.abort_request(self._in_flight)
-            self._in_flight = []
+            # first: whatever fails below, this engine generates no more
             self._half_loaded = (f"the stream of weights version {version} failed part way ({type(e).__name__}: "
                                  f"{e}); this engine holds two versions and generates no more")
+            with contextlib.suppress(Exception):  # an engine core that died has nothing left to decode
+                self._llm.llm_engine.abort_request(self._in_flight)  # before the scheduler resumes
+            self._in_flight = []
             raise HalfLoaded(self._half_loaded) from e
         finally:
             if pause:
-                pause("resume_scheduler")
+                try:
+                    pause("resume_scheduler")
+                except Exception:  # noqa: BLE001 - after a broken stream, HalfLoaded is the error to tell
+                    if self._half_loaded is None:
+                        raise
         self._cache_stale = True  # reset before the next call; running requests keep their (older) KV
         self.version = version
 

