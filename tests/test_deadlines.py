@@ -7,12 +7,13 @@ import re
 import time
 
 import pytest
+import ray
 
 from replay_rl.driver import deadlines
 from replay_rl.driver.checkpoints import STATE_FILE
 from replay_rl.driver.failures import RunFailed
 from replay_rl.driver.trainer import ledger_for
-from tests.stand_ins import stand_in_roles, stand_ins  # noqa: F401 - fixtures
+from tests.stand_ins import StandIn, stand_in_roles, stand_ins  # noqa: F401 - fixtures
 
 pytestmark = pytest.mark.ray
 
@@ -81,6 +82,23 @@ def test_an_evaluator_hung_in_its_eval_is_named(stand_in_roles):
     with pytest.raises(RunFailed) as failed:
         roles.finished_evals(wait=True)
     assert_named_death(failed, "evaluator hung in the eval of step 0: not done in 2.5s (run.eval_timeout_s)", started)
+
+
+def test_an_eval_whose_weights_are_gone_is_skipped_in_one_line_and_the_run_goes_on(stand_in_roles, capsys):
+    """The evaluator's board lost the step's version (its bytes freed): the eval is of those weights and no other,
+    so it is skipped; it used to end the run as "evaluator failed in the eval of step 3"."""
+    roles = stand_in_roles()
+    lost = StandIn.remote()
+    try:
+        ref = lost.lose_weights.remote()
+        ray.wait([ref], timeout=60)  # a new actor's start is not the eval's time
+        roles.pending_eval = (3, {}, ref)
+        assert roles.finished_evals(wait=True) == [] and roles.pending_eval is None
+    finally:
+        ray.kill(lost)
+    assert capsys.readouterr().err.strip() == (
+        "eval of step 3 skipped: weights version 3 is gone and no newer version came within 60s (sync.timeout_s); "
+        "training goes on and the next eval is made")
 
 
 @pytest.mark.parametrize("hang, line", [

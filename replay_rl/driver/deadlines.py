@@ -6,6 +6,7 @@ DeepSpeed's 30 min barrier, then a raw error and no restart)."""
 from __future__ import annotations
 
 import json
+import sys
 from pathlib import Path
 
 import ray
@@ -13,6 +14,8 @@ import ray
 from replay_rl.driver.checkpoints import STATE_FILE, checkpoint_dir, commit, staging_dir
 from replay_rl.generation.generator import calls_dealt
 from replay_rl.replay.shard import shard_dir
+from replay_rl.sync.base import WeightsGone
+from replay_rl.driver.failures import RunFailed
 from replay_rl.driver.supervision import Phase, numbered, publish_blame
 
 
@@ -91,7 +94,15 @@ def finished_evals(roles, wait: bool = False) -> list[tuple[int, dict]]:
     step, ledger_row, ref = roles.pending_eval
     roles.pending_eval = None
     phase = Phase(roles, f"eval of step {step}", roles.cfg.run.eval_timeout_s, "run.eval_timeout_s")
-    [scores] = phase.wait([ref], ["evaluator"])
+    try:
+        [scores] = phase.wait([ref], ["evaluator"])
+    except RunFailed as e:
+        if not isinstance(gone := getattr(e.__cause__, "cause", None), WeightsGone):
+            raise
+        # the eval is of that step's weights and no other: skipped, where it used to end the run
+        print(f"eval of step {step} skipped: {str(gone).strip()}; training goes on and the next eval is made",
+              file=sys.stderr, flush=True)
+        return []
     return [(step, {f"eval/{k}": v for k, v in scores.items()} | ledger_row)]
 
 
