@@ -113,8 +113,9 @@ def main() -> None:
     args.out.mkdir(parents=True, exist_ok=True)
     for name in summary["runs"]:
         (args.out / name).mkdir(exist_ok=True)
-        for f in ("metrics.jsonl", "weight_checks.jsonl", "config.json"):
-            shutil.copy(args.runs / name / f, args.out / name / f)
+        for f in ("metrics.jsonl", "weight_checks.jsonl", "config.json", "samples.jsonl", "wall_s.txt"):
+            if (args.runs / name / f).is_file():  # samples.jsonl: what each run wrote, a few completions a step
+                shutil.copy(args.runs / name / f, args.out / name / f)
     (args.out / "summary.json").write_text(json.dumps(summary, indent=1))
     plot(summary, args.out / "backends.png")
     print(json.dumps(summary))

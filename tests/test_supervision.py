@@ -125,7 +125,7 @@ def test_error_log_keeps_every_restarts_cause_with_its_remote_traceback(ray_clus
     cfg = RunConfig.load(None, [f"run.output_dir={tmp_path}", "run.max_restarts=1", "model.path=unused"])
     attempts: list[int] = []
 
-    def run_roles(cfg, model_path, resume, restarts, progress, place_by, run_id):
+    def run_roles(cfg, model_path, resume, restarts, progress, place_by, run_id, first_start):
         attempts.append(restarts)
         try:
             ray.get(closed_connection.remote())
