@@ -98,9 +98,17 @@ class MetricsSink:
 
     @staticmethod
     def _warn(tracker, what: str, e: Exception) -> None:
-        name = type(tracker).__name__.removesuffix("Tracker")
-        first = str(e).strip().splitlines()[0][:200] if str(e).strip() else type(e).__name__
-        print(f"tracking: {name} {what} ({first}); metrics.jsonl keeps every row", file=sys.stderr, flush=True)
+        tracking_note(f"{type(tracker).__name__.removesuffix('Tracker')} {what} ({first_line(e)})")
+
+
+def first_line(e: BaseException) -> str:
+    """An error's first line (at most 200 characters), or its type's name when it says nothing."""
+    return str(e).strip().splitlines()[0][:200] if str(e).strip() else type(e).__name__
+
+
+def tracking_note(line: str) -> None:
+    """The one line a tracker's trouble costs: training goes on, and metrics.jsonl has every row."""
+    print(f"tracking: {line}; metrics.jsonl keeps every row", file=sys.stderr, flush=True)
 
 
 def namespaced(prefix: str, values: dict) -> dict:

@@ -9,22 +9,14 @@ sent to it. metrics.jsonl, written by the driver itself, keeps every row whateve
 from __future__ import annotations
 
 import queue
-import sys
 import threading
 import time
 from typing import Callable
 
 from replay_rl.config import ConfigError
+from replay_rl.metrics import first_line, tracking_note
 
 QUEUE_ROWS = 10_000  # rows waiting for a slow tracker before later ones skip it (a run logs a few a step)
-
-
-def first_line(e: BaseException) -> str:
-    return str(e).strip().splitlines()[0][:200] if str(e).strip() else type(e).__name__
-
-
-def say(line: str) -> None:
-    print(f"tracking: {line}; metrics.jsonl keeps every row", file=sys.stderr, flush=True)
 
 
 class QueuedTracker:
@@ -43,7 +35,7 @@ class QueuedTracker:
             raise ConfigError(f"tracking: {name} did not start ({why}); check tracking.mlflow_uri / wandb_mode, or "
                               f"drop {name.lower()} from tracking.loggers")
         self._thread = None  # left to finish or hang on its own (a daemon): nothing more is sent to it
-        say(f"{name} did not start on this resume ({why}): dropped")
+        tracking_note(f"{name} did not start on this resume ({why}): dropped")
 
     def _work(self, start: Callable[[], object]) -> None:
         try:
@@ -61,7 +53,7 @@ class QueuedTracker:
                     call(self.inner)
             except Exception as e:  # noqa: BLE001 - a mirror: its failure must not end the training it watches
                 failed = True
-                say(f"{self.name} did not close ({first_line(e)})" if what == "close" else
+                tracking_note(f"{self.name} did not close ({first_line(e)})" if what == "close" else
                     f"{self.name} stopped at step {step} ({first_line(e)})")
             finally:
                 self._queue.task_done()
@@ -78,7 +70,7 @@ class QueuedTracker:
         except queue.Full:
             self._skipped += 1
             if self._skipped == 1:
-                say(f"{self.name} is {QUEUE_ROWS} rows behind: rows skip it until it catches up")
+                tracking_note(f"{self.name} is {QUEUE_ROWS} rows behind: rows skip it until it catches up")
 
     def log(self, step: int, kind: str, values: dict) -> None:
         self._send(step, lambda t: t.log(step, kind, values))
@@ -104,4 +96,5 @@ class QueuedTracker:
             pass
         thread.join(max(0.0, deadline - time.monotonic()))
         if thread.is_alive():
-            say(f"{self.name} did not finish in tracking.timeout_s={self.timeout_s:g}s: its last rows may be missing")
+            tracking_note(f"{self.name} did not finish in tracking.timeout_s={self.timeout_s:g}s: its last rows may be "
+                          "missing")
