@@ -48,7 +48,8 @@ def test_a_baseline_that_ends_below_its_start_leaves_no_saving_defined():
     assert out["reach_base"] == 0 and out["saved_pct"] is None and out["saved_pct_ci"] == [None, None]
 
 
-PRESET_NAMES = ["ladder", "full", "frontier", "quick", "mini", "measure", "rules", "rules_frontier", "probe_grid"]
+PRESET_NAMES = ["ladder", "full", "frontier", "quick", "mini", "measure", "rules", "rules_frontier", "probe_grid",
+                "replicate"]
 
 
 def test_the_preset_check_covers_every_preset():
@@ -70,6 +71,20 @@ def test_every_preset_builds_valid_run_configs(preset, tmp_path):
         assert {name for name, _, _ in specs} == {BASELINE, *p["configs"], *p["sensitivity"]}
         assert {cfg.task.type for _, _, cfg in specs} == {task}
         check_specs(specs, p, BASELINE)
+
+
+def test_the_replication_preset_holds_its_plans_budget(tmp_path):
+    # benchmarks/results/replication/plan.md, phase 1: the measure study's 3x budget from step 0 (baseline 1500
+    # steps, replay 3534), its eval spacing, each side's two LRs, seeds 0-2, eval_k 16
+    from replay_rl.study.presets import PRESETS, STUDY_BASE
+    from replay_rl.study.specs import TASKS, run_specs
+
+    p = PRESETS["replicate"]
+    runs = {}
+    for name, seed, cfg in run_specs(p, [*STUDY_BASE, *p["set"]], tmp_path, TASKS["arithmetic"]):
+        runs.setdefault(name, set()).add((cfg.learner.lr, seed, cfg.run.steps, cfg.run.eval_every, cfg.run.eval_k))
+    assert runs["baseline"] == {(lr, s, 1500, 25, 16) for lr in (1e-4, 1.5e-4) for s in range(3)}
+    assert runs["replay_53_N10B"] == {(lr, s, 3534, 59, 16) for lr in (2.5e-5, 5e-5) for s in range(3)}
 
 
 def test_report_only_on_an_empty_folder_says_so_in_one_line(tmp_path, capsys):

@@ -103,6 +103,13 @@ PROBE_GRID = MEASURE | {"extend": None, "extend_best": None, "configs": {
     "tasks": {"arithmetic": {}, "countdown": MEASURE["tasks"]["countdown"] | {"configs": {
         f"replay_53_N{n}": replay(5, 3, n=n, lrs=(2.5e-5,), seeds=2) for n in GRID_N}}}}
 
+# issue 42's pre-registered replication (benchmarks/results/replication/plan.md), phase 1: each side's two best 3x LRs
+# of "measure" bracketed from below, 3 seeds, the measure study's 3x budget run from step 0 on the shipped warm model
+# (baseline 3 x 500 steps, replay 3 x 1178) with its eval spacing; phase 2's preset is added once phase 1 has chosen
+REPLICATE = {"steps": 500, "budget_multiple": 3, "eval_every": 25, "seeds": 3, "sensitivity": {},
+             "sensitivity_seeds": 0, "set": ["run.eval_k=16"], "lrs": (1e-4, 1.5e-4),
+             "configs": {"replay_53_N10B": replay(5, 3, n="10B", lrs=(2.5e-5, 5e-5))}}
+
 # a preset's "tasks" maps each task it runs to the keys it replaces there; without "tasks" it runs arithmetic
 PRESETS: dict[str, dict] = {
     # the ladder: 1 seed a rung, ~15 min here
@@ -124,6 +131,7 @@ PRESETS: dict[str, dict] = {
     "rules": RULES_SCREEN,
     "rules_frontier": RULES_FRONTIER,
     "probe_grid": PROBE_GRID,
+    "replicate": REPLICATE,
     # CI: the whole pipeline end to end in about a minute, two LRs on each side, each side's best extended to 2x its
     # steps from its final checkpoint; its numbers mean nothing
     "mini": {"steps": 12, "eval_every": 6, "seeds": 1, "extend": 2, "extend_best": 1,

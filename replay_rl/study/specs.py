@@ -57,10 +57,12 @@ def fresh_capacity_floor(cfg: RunConfig) -> int:
 
 def run_specs(preset: dict, base: list[str], out: Path, config: str | None = None) -> list[tuple[str, int, RunConfig]]:
     """(config name, seed, RunConfig) for every run, baseline first, each at every learning rate of its row.
-    Replay gets the baseline's compute budget. A run's folder is out/NAME/lr{LR}/seed{S} (out/NAME/seed{S} when the
+    Replay gets the baseline's compute budget; a preset's "budget_multiple" runs every side that many times its
+    steps from step 0, at the same eval spacing (the budget "extend" reaches by resuming). A run's folder is out/NAME/lr{LR}/seed{S} (out/NAME/seed{S} when the
     preset keeps the config's LR). `config` is the task's YAML (None: the embedded default)."""
     probe = RunConfig.load(config, base)
     b, steps, every = probe.learner.batch_size, preset["steps"], preset["eval_every"]
+    times = preset.get("budget_multiple", 1)
     specs = []
 
     def add(name: str, seeds: int, overrides: list[str], run_steps: int, run_every: int, lrs) -> None:
@@ -73,8 +75,8 @@ def run_specs(preset: dict, base: list[str], out: Path, config: str | None = Non
                                                              f"run.output_dir={folder / f'seed{seed}'}"])))
 
     add(BASELINE, preset["seeds"], ["replay.type=lifo_once", f"replay.capacity={max(1024, 2 * b)}",
-                                    f"cluster.emulate={{mu: {PAPER_MU}, generators: 5, learners: 3}}"], steps, every,
-        preset["lrs"])
+                                    f"cluster.emulate={{mu: {PAPER_MU}, generators: 5, learners: 3}}"],
+        steps * times, every, preset["lrs"])
     for group, seeds in (("configs", preset["seeds"]), ("sensitivity", preset["sensitivity_seeds"])):
         for name, c in preset[group].items():
             scale = (1 + c["mu"]) / (1 + c["w"] / c["t"])  # same compute as the baseline's `steps`
@@ -84,7 +86,7 @@ def run_specs(preset: dict, base: list[str], out: Path, config: str | None = Non
             n = max(n, fresh_capacity_floor(RunConfig.load(config, [*base, *c["overrides"], "replay.capacity=65536"])))
             add(name, min(seeds, c["seeds"] or seeds), [*c["overrides"], f"replay.capacity={n}",
                               f"cluster.emulate={{mu: {c['mu']}, generators: {c['w']}, learners: {c['t']}}}"],
-                int(round(steps * scale)), max(1, int(round(every * scale))), c["lrs"] or preset["lrs"])
+                int(round(steps * scale)) * times, max(1, int(round(every * scale))), c["lrs"] or preset["lrs"])
     return specs
 
 
