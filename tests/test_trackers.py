@@ -99,8 +99,18 @@ def test_wandb_offline_writes_each_start_as_a_run_of_the_run_ids_group(tmp_path)
     assert again.inner.run_id != first.inner.run_id
     for tracker in (first, again):
         (run_dir,) = (tmp_path / "wandb").glob(f"offline-run-*-{tracker.inner.run_id}")
-        data = (run_dir / f"run-{tracker.inner.run_id}.wandb").read_bytes()
+        data = written(run_dir / f"run-{tracker.inner.run_id}.wandb", b"batch/reward_mean", timeout_s=60)
         assert b"batch/reward_mean" in data and b"eval/pass@1" in data and b"learner.lr" in data and b"run-a" in data
+
+
+def written(path: Path, marker: bytes, timeout_s: float) -> bytes:
+    """The file once it holds `marker`, or as it is after timeout_s. W&B's run.finish() tells its service process
+    the run is done without waiting (wandb 0.31 `inform_finish`); the service flushes the file's last block when it
+    closes the run's stream, so a read right after finish() found only the header about once in 45 suites."""
+    deadline = time.monotonic() + timeout_s
+    while marker not in (data := path.read_bytes()) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    return data
 
 
 def test_a_tracker_that_fails_mid_run_is_dropped_in_one_line_and_the_run_goes_on(tmp_path, capsys):
