@@ -43,6 +43,17 @@ def worker_pids(role: str) -> list[int]:
     return sorted(int(p) for p in out.split())
 
 
+@contextlib.contextmanager
+def continued_after(paused: list[int]):
+    """However the run ends, nothing it paused is left stopped (most were killed with the run's actors)."""
+    try:
+        yield
+    finally:
+        for pid in paused:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGCONT)
+
+
 def test_killed_or_paused_roles_are_recovered_in_place(ray_cluster, warm_model, tmp_path, capsys):
     """One run, four faults its roles absorb without a restart: a generator SIGKILLed at step 2 is replaced (it
     loads the newest weights), a replay shard SIGKILLed at step 5 is restored from its live snapshot, and a shard and
@@ -76,15 +87,11 @@ def test_killed_or_paused_roles_are_recovered_in_place(ray_cluster, warm_model, 
                 seen[f"{role}_next_step_s"] = time.monotonic() - seen[f"{role}_killed_at"]
 
     out = tmp_path / "faults"
-    try:
+    with continued_after(paused):
         # a checkpoint at step 8: its ranks draw no batch ahead, so step 9 samples the paused shard and stalls
         # (drawn ahead, step 9 would go on and the shard's stats call be the first to go unanswered)
         final = train(run_cfg(path, out, "run.steps=14", "replay.snapshot_every_steps=2", "run.stall_timeout_s=20",
                               "run.checkpoint_every=8"), fault)
-    finally:  # a failed run leaves nothing stopped behind
-        for pid in paused:
-            with contextlib.suppress(ProcessLookupError):
-                os.kill(pid, signal.SIGCONT)
     err = capsys.readouterr().err
     rows = read_metrics(out / "metrics.jsonl", "train")
     assert final["step"] == 14 and [r["step"] for r in rows] == list(range(1, 15))
@@ -125,14 +132,9 @@ def test_paused_generators_past_their_restarts_stop_with_the_stall_line(ray_clus
                 os.kill(pid, signal.SIGSTOP)
 
     t0 = time.monotonic()
-    try:
-        with pytest.raises(RunFailed) as failed:
-            train(run_cfg(path, tmp_path / "stall", "run.steps=50", "run.stall_timeout_s=10",
-                          "run.max_generator_restarts=0"), pause_at_step_2)
-    finally:
-        for pid in paused:
-            with contextlib.suppress(ProcessLookupError):  # killed with the run's actors
-                os.kill(pid, signal.SIGCONT)
+    with continued_after(paused), pytest.raises(RunFailed) as failed:
+        train(run_cfg(path, tmp_path / "stall", "run.steps=50", "run.stall_timeout_s=10",
+                      "run.max_generator_restarts=0"), pause_at_step_2)
     message = str(failed.value)
     assert "\n" not in message and message.startswith("stalled: no learner step for 10s")
     assert re.search(r"shard 0: .*(owed to this shard|eligible items)", message), message
@@ -140,6 +142,28 @@ def test_paused_generators_past_their_restarts_stop_with_the_stall_line(ray_clus
     assert message.endswith("generator 0 did not answer in 10s after 10s without a learner step and "
                             "run.max_generator_restarts=0 restarts are used up"), message
     assert time.monotonic() - t0 < 180
+
+
+def test_a_paused_learner_rank_is_named_with_its_pid(ray_cluster, warm_model, tmp_path):
+    """A rank SIGSTOPped with its batch in hand holds its peer in the allreduce: every shard served, every role but
+    it answering. The line names the paused rank and its pid (each rank answers a probe on a thread of its own),
+    not "learner ranks ... none finished"."""
+    path, _ = warm_model
+    paused: list[int] = []
+
+    def pause_a_rank_at_step_2(step, record):
+        if step == 2:
+            paused.append(worker_pids("LearnerRank")[-1])
+            os.kill(paused[0], signal.SIGSTOP)
+
+    with continued_after(paused), pytest.raises(RunFailed) as failed:
+        train(run_cfg(path, tmp_path / "paused_rank", "run.steps=50", "run.stall_timeout_s=10", "run.max_restarts=0"),
+              pause_a_rank_at_step_2)
+    message = str(failed.value)
+    assert "\n" not in message and re.search(
+        rf"learner rank [01] \(pid {paused[0]}\) (gave no answer \(paused or wedged\) with|did not ask for) step 3's "
+        r"batch", message), message
+    assert "batch (hung); resume with run.resume_from=auto" in message, message
 
 
 def test_a_shard_past_its_restarts_is_named(ray_cluster, warm_model, tmp_path):

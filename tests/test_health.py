@@ -29,6 +29,18 @@ def test_a_stall_names_what_hangs_or_leaves_it_to_the_rules(shards, generators, 
     assert str(SILENT) == "no answer in 10s (paused or busy)"
 
 
+def test_a_rank_that_gives_no_answer_while_all_took_their_batches_is_named_with_its_pid():
+    # ranks answer pid() on a thread of their own, a step waiting in the allreduce included: the silent one is paused
+    verdict = hung_roles([SERVED, SERVED], ["stats"], step=5, ranks=[(101, 101), (SILENT, 102)])
+    assert verdict == Hung(learners="learner rank 1 (pid 102) gave no answer (paused or wedged) with step 5's "
+                                    "batch (hung)")
+    both = hung_roles([SERVED, SERVED], ["stats"], step=5, ranks=[("dead", 101), (SILENT, 102)])
+    assert both.learners.startswith("learner ranks 0 (pid 101), 1 (pid 102) gave no answer")
+    # every rank answering: a slow step or a collective that hangs, which no probe tells apart
+    assert hung_roles([SERVED, SERVED], ["stats"], step=5, ranks=[(101, 101), (102, 102)]).learners == (
+        "learner ranks took step 5's batches but none finished the step (hung)")
+
+
 def test_a_dead_role_goes_through_its_own_restarts_and_a_restored_queue_that_waits_is_a_death():
     from replay_rl.replay.table_stats import TableStats
 

@@ -38,14 +38,16 @@ class Hung:
     how: str | None = None
 
 
-def hung_roles(shards: list, generators: list, step: int, tables: list | None = None) -> Hung | None:
+def hung_roles(shards: list, generators: list, step: int, tables: list | None = None,
+               ranks: list | None = None) -> Hung | None:
     """The stall's verdict from each shard's blocked_reason and each generator's stats probe; None when a rule
     (the pace, the limiter, caps) holds the step, which killing an actor would not change. tables: each shard's
     stats probe (asked now: the driver's own count lags a restore); a consume-once queue restored in place, or a
     buffer restored with less than its rank's batch, that waits before serving its first batch since
     (TableStats.restored_waiting) lost what it waits for (its inserts after the snapshot, which are made once), so
     its stall is a death, not a rule. A keep-all buffer restored with a batch cannot stall (its credit covers what
-    it lost), nor is a shard that served a batch since blamed."""
+    it lost), nor is a shard that served a batch since blamed. ranks: (answer, pid at start) per learner rank, the
+    answer to pid() on its probe thread ("dead", NoAnswer): one that gives none is paused or wedged, and named."""
     silent = [i for i, a in enumerate(shards) if isinstance(a, NoAnswer)]
     gens = [i for i, a in enumerate(generators) if isinstance(a, NoAnswer)]
     if silent or gens:
@@ -61,12 +63,20 @@ def hung_roles(shards: list, generators: list, step: int, tables: list | None = 
         return Hung(death=f"replay shard {i} waits since its in-place restore (restart {tables[i].shard_restarts})")
     # every rank took its batch, or never asked for it: no rank waits on its shard, so the ranks hold the step
     if all(a in (SERVED, NOT_ASKED) for a in shards):
-        idle = [str(i) for i, a in enumerate(shards) if a == NOT_ASKED]
-        if idle:
-            ranks = f"learner rank{'s' * (len(idle) > 1)} {', '.join(idle)}"
-            return Hung(learners=f"{ranks} did not ask for step {step}'s batch (hung)")
+        pids = dict(enumerate(pid for _, pid in ranks or []))
+        if idle := [i for i, a in enumerate(shards) if a == NOT_ASKED]:
+            return Hung(learners=f"{rank_names(idle, pids)} did not ask for step {step}'s batch (hung)")
+        if silent := [i for i, (a, _) in enumerate(ranks or []) if isinstance(a, NoAnswer) or a == "dead"]:
+            return Hung(learners=f"{rank_names(silent, pids)} gave no answer (paused or wedged) with step {step}'s "
+                                 "batch (hung)")
         return Hung(learners=f"learner ranks took step {step}'s batches but none finished the step (hung)")
     return None
+
+
+def rank_names(ranks: list[int], pids: dict[int, int]) -> str:
+    """"learner rank 1 (pid 4242)", "learner ranks 0, 1": with the pid each had at start where known."""
+    names = [f"{i} (pid {pids[i]})" if pids.get(i) else str(i) for i in ranks]
+    return f"learner rank{'s' * (len(names) > 1)} {', '.join(names)}"
 
 
 def probe_all(refs: list, seconds: float = PROBE_S) -> list:

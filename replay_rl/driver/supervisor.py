@@ -41,12 +41,12 @@ class Supervisor:
         """The failure of the first learner rank or replay shard that no longer answers, or None."""
         # shards first: a rank whose shard died fails, and its peer then waits in the allreduce
         members = [(f"replay shard {i}", s.stats) for i, s in enumerate(self.roles.replay.shards)]
-        members += [(f"learner rank {i}", r.address) for i, r in enumerate(self.roles.learners.ranks)]
+        members += [(f"learner rank {i}", r.pid) for i, r in enumerate(self.roles.learners.ranks)]
         for name, method in members:
             try:
                 ray.get(method.remote(), timeout=PROBE_S)
             except GetTimeoutError:
-                continue  # busy (a rank waiting in the allreduce for a failed peer), not dead
+                continue  # paused or wedged, not dead: a stall names it (health.hung_roles)
             except RayActorError:
                 return self.died(f"{name} died", role=name)
         return None
@@ -190,15 +190,16 @@ class Supervisor:
     def diagnose(self, consumer_version: int) -> tuple[str, Hung | None]:
         """One line: who waits on what, from probes waited on together for at most run.hung_probe_s; and the roles
         that hang, if any (hung_roles)."""
-        cfg, replay, slots = self.roles.cfg, self.roles.replay, self.roles.slots
-        n, t = cfg.rank_batch_size, len(replay.shards)
+        cfg, replay, slots, learners = self.roles.cfg, self.roles.replay, self.roles.slots, self.roles.learners
+        n, t, g = cfg.rank_batch_size, len(replay.shards), len(slots)
         answers = probe_all([s.blocked_reason.remote(n, consumer_version) for s in replay.shards]
                             + [s.actor.stats.remote() for s in slots]
-                            + [s.stats.remote() for s in replay.shards], cfg.run.hung_probe_s)
-        shards, gens, tables = answers[:t], answers[t:-t], answers[-t:]
+                            + [s.stats.remote() for s in replay.shards]
+                            + [r.pid.remote() for r in learners.ranks], cfg.run.hung_probe_s)
+        shards, gens, tables, ranks = answers[:t], answers[t:t + g], answers[t + g:2 * t + g], answers[2 * t + g:]
         gen_text = ", ".join(f"generator {i} " + (f"at version {g.version}, {g.rollouts} rollouts"
                              if isinstance(g, GeneratorStats) else str(g)) for i, g in enumerate(gens))
         shard_text = "; ".join(f"shard {i}: {r}" for i, r in enumerate(shards))
         line = (f"stalled: no learner step for {cfg.run.stall_timeout_s:g}s (step {consumer_version + 1}); "
                 f"{shard_text}; {gen_text}; sync {cfg.sync.type}")
-        return line, hung_roles(shards, gens, consumer_version + 1, tables)
+        return line, hung_roles(shards, gens, consumer_version + 1, tables, list(zip(ranks, learners.pids)))

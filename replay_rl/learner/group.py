@@ -30,6 +30,7 @@ class LearnerGroup:
         self.pg, self.indices = bundles or (placement_group(c.bundles()[-c.learners:], strategy="PACK"),
                                             list(range(c.learners)))
         self.ranks: list = []
+        self.pids: list[int] = []
         bound_s = cfg.run.start_timeout_s
         try:  # bounded: a rank alone in the rendezvous would otherwise wait out gloo's or NCCL's 30 min
             deadline = time.monotonic() + bound_s
@@ -47,6 +48,8 @@ class LearnerGroup:
             await_start({address: "learner rank 0"}, deadline, bound_s)
             await_start({r.setup.remote(*ray.get(address)): f"learner rank {i}" for i, r in enumerate(self.ranks)},
                         deadline, bound_s)
+            # kept for the line that names a rank that stops answering (paused, wedged): where to look at it
+            self.pids = ray.get([r.pid.remote() for r in self.ranks], timeout=bound_s)
         except BaseException:
             self.shutdown()  # nothing is left holding its CPUs or GPUs, or waiting in the rendezvous
             raise

@@ -7,6 +7,7 @@ launcher is needed. The training itself lives in engine.py, which imports no Ray
 
 from __future__ import annotations
 
+import os
 import socket
 import time
 
@@ -57,6 +58,12 @@ class LearnerRankImpl:
             s.bind(("", 0))
             return ray.util.get_node_ip_address(), s.getsockname()[1]
 
+    @ray.method(concurrency_group="probe")
+    def pid(self) -> int:
+        """Answered on a thread of its own, even while a step waits in the group's allreduce: a rank that gives no
+        answer is paused or wedged as a process, not busy (health.hung_roles names it)."""
+        return os.getpid()
+
     def step(self, consumer_version: int, draw_ahead: bool = False) -> dict[str, float]:
         """Sample this rank's sub-batch from its own shard (or take the one drawn ahead) and take one optimizer step
         (all ranks together). draw_ahead: ask for the next step's batch as this one ends, so the shard serves it
@@ -100,4 +107,4 @@ class LearnerRankImpl:
                 "publish_gather_s": handle.gather_s, "publish_send_s": handle.send_s, "publish_probe_s": probe_s}
 
 
-LearnerRank = ray.remote(max_restarts=0)(LearnerRankImpl)
+LearnerRank = ray.remote(max_restarts=0, concurrency_groups={"probe": 1})(LearnerRankImpl)
