@@ -39,7 +39,7 @@ class StandIn:
             time.sleep(HANG_S)
         return value
 
-    def save(self, path, tag): return self._answer("save")
+    def save(self, path, tag): return self._answer("save", {})  # the sha256 of the files it wrote: none
     def load(self, path, tag): return self._answer("load")
     def snapshot(self, path): return self._answer("snapshot", path)
     def restore(self, path): return self._answer("restore", 0)
@@ -81,6 +81,7 @@ class StandInLearners:
 
     def __init__(self, cfg, ranks) -> None:
         self.cfg, self.ranks = cfg, ranks
+        self.pids = [None] * len(ranks)  # a stand-in's pid says nothing of a rank's
 
 
 @pytest.fixture(scope="module")

@@ -134,3 +134,30 @@ def test_a_start_cleans_staging_folders_of_saves_that_died(tmp_path):
     (staging_dir(out, 4) / "half.pt").write_bytes(b"\0")
     start = start_run(RunConfig.load(None, [f"run.output_dir={out}", "run.resume_from=auto"]), out)
     assert start.resume.name == "step_2" and sorted(p.name for p in (out / "checkpoints").iterdir()) == ["step_2"]
+
+
+def test_learner_ranks_hash_their_own_files_and_the_driver_reads_only_the_rest(tmp_path, monkeypatch):
+    """Each rank hashes (and fsyncs) what it wrote inside its bounded save, so a wedged filesystem holds that rank,
+    which the save's bound names, not the driver (which used to hash every file at commit, with no bound)."""
+    from replay_rl.models import digests
+
+    staging = staging_dir(tmp_path, 4)
+    tag = staging / "step_4"
+    tag.mkdir(parents=True)
+    for name in ("mp_rank_00_model_states.pt", "zero_pp_rank_0_mp_rank_00_optim_states.pt",
+                 "zero_pp_rank_1_mp_rank_00_optim_states.pt"):
+        (tag / name).write_bytes(name.encode())
+    (staging / "latest").write_text("step_4")
+    assert digests.rank_files(staging, 0) == ["latest", "step_4/mp_rank_00_model_states.pt",
+                                              "step_4/zero_pp_rank_0_mp_rank_00_optim_states.pt"]
+    assert digests.rank_files(staging, 1) == ["step_4/zero_pp_rank_1_mp_rank_00_optim_states.pt"]
+    hashed = {n: d for rank in (0, 1) for n, d in digests.sha256s(staging, digests.rank_files(staging, rank)).items()}
+    (staging / STATE_FILE).write_text(json.dumps({"step": 4}))  # the driver's own file, written after the save
+    read = []
+    real = digests.sha256
+    monkeypatch.setattr(digests, "sha256", lambda path, sync=False: read.append(path.name) or real(path, sync))
+    ckpt = commit(staging, checkpoint_dir(tmp_path, 4), hashed)
+    assert read == [STATE_FILE]
+    assert json.loads((ckpt / MANIFEST).read_text())["sha256"] == hashed | {
+        STATE_FILE: real(ckpt / STATE_FILE)}
+    verify(ckpt)

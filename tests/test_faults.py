@@ -11,6 +11,7 @@ import os
 import re
 import signal
 import subprocess
+import threading
 import time
 
 import pytest
@@ -164,6 +165,38 @@ def test_a_paused_learner_rank_is_named_with_its_pid(ray_cluster, warm_model, tm
         rf"learner rank [01] \(pid {paused[0]}\) (gave no answer \(paused or wedged\) with|did not ask for) step 3's "
         r"batch", message), message
     assert "batch (hung); resume with run.resume_from=auto" in message, message
+
+
+def test_a_rank_whose_files_cannot_be_read_back_is_named_within_the_checkpoints_bound(ray_cluster, warm_model,
+                                                                                      tmp_path):
+    """A wedged filesystem, played by a FIFO with no writer among rank 1's files: each rank hashes and fsyncs what
+    it wrote inside the bounded save, so the line names that rank and the checkpoint within
+    run.checkpoint_timeout_s. The driver used to hash every file at commit, with no bound: it hung, with no line."""
+    from replay_rl.driver.checkpoints import staging_dir
+
+    path, _ = warm_model
+    out = tmp_path / "wedged"
+
+    planted: list[float] = []
+
+    def plant_a_fifo_in_step_4s_staging() -> None:
+        # the driver empties the staging folder, then writes run.json, then asks the ranks to save, which takes
+        # them far longer (DeepSpeed's files, a gather, the HF folder) than this 5 ms poll: rank 1 lists it
+        staging = staging_dir(out, 4)
+        while not (staging / "run.json").exists():
+            time.sleep(0.005)
+        (staging / "step_4").mkdir(exist_ok=True)
+        os.mkfifo(staging / "step_4" / "zero_pp_rank_1_mp_rank_00_wedged.pt")
+        planted.append(time.monotonic())
+
+    threading.Thread(target=plant_a_fifo_in_step_4s_staging, daemon=True).start()
+    with pytest.raises(RunFailed) as failed:
+        train(run_cfg(path, out, "run.steps=8", "run.checkpoint_every=4", "run.checkpoint_timeout_s=15",
+                      "run.max_restarts=0"))
+    message = str(failed.value)
+    assert "\n" not in message and message.startswith(
+        "learner rank 1 hung in the checkpoint of step 4: not done in 15s (run.checkpoint_timeout_s)"), message
+    assert time.monotonic() - planted[0] < 60
 
 
 def test_a_shard_past_its_restarts_is_named(ray_cluster, warm_model, tmp_path):

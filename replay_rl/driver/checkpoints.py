@@ -9,16 +9,15 @@ folder and rewrites the manifest too (README "What a checkpoint folder is truste
 
 from __future__ import annotations
 
-import hashlib
 import json
 import os
 import re
 import shutil
 import sys
-from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 from replay_rl.config_errors import ConfigError
+from replay_rl.models.digests import files_below, sha256s
 
 STATE_FILE = "trainer_state.json"
 MANIFEST = "manifest.json"
@@ -44,26 +43,7 @@ def is_checkpoint(path: Path) -> bool:
 
 def _files(folder: Path) -> list[str]:
     """Every entry below folder but directories and the manifest, as posix paths relative to it."""
-    out = []
-    for root, dirs, files in os.walk(folder):  # links to directories are not followed, but listed (and refused)
-        names = files + [d for d in dirs if (Path(root) / d).is_symlink()]
-        out += [(Path(root) / n).relative_to(folder).as_posix() for n in names]
-    return sorted(f for f in out if f != MANIFEST)
-
-
-def _sha256(path: Path, sync: bool = False) -> str:
-    digest = hashlib.sha256()
-    with open(path, "rb") as f:
-        while block := f.read(1 << 22):
-            digest.update(block)  # hashlib drops the GIL on large blocks: the thread pool hashes files in parallel
-        if sync:
-            os.fsync(f.fileno())  # the staged bytes reach the disk before the rename makes them a checkpoint
-    return digest.hexdigest()
-
-
-def _hashes(folder: Path, names: list[str], sync: bool = False) -> dict[str, str]:
-    with ThreadPoolExecutor(max_workers=min(8, os.cpu_count() or 1)) as pool:
-        return dict(zip(names, pool.map(lambda n: _sha256(folder / n, sync), names)))
+    return [f for f in files_below(folder) if f != MANIFEST]
 
 
 def _fsync_dir(path: Path) -> None:
@@ -74,12 +54,16 @@ def _fsync_dir(path: Path) -> None:
         os.close(fd)
 
 
-def write_manifest(folder: Path, sync: bool = False) -> Path:
-    """folder/manifest.json: the sha256 of every file below folder (sync: each file fsynced as it is read)."""
-    if links := [n for n in _files(folder) if (folder / n).is_symlink()]:
+def write_manifest(folder: Path, sync: bool = False, hashed: dict[str, str] | None = None) -> Path:
+    """folder/manifest.json: the sha256 of every file below folder (sync: each file fsynced as it is read).
+    hashed: digests already taken (and files fsynced) where the files were written, by the learner ranks."""
+    names = _files(folder)
+    if links := [n for n in names if (folder / n).is_symlink()]:
         raise RuntimeError(f"checkpoint {folder} holds a link ({links[0]}); a checkpoint holds plain files only")
+    known = {n: d for n, d in (hashed or {}).items() if n in names}
     manifest = folder / MANIFEST
-    manifest.write_text(json.dumps({"sha256": _hashes(folder, _files(folder), sync)}, indent=0))
+    digests = known | sha256s(folder, [n for n in names if n not in known], sync)
+    manifest.write_text(json.dumps({"sha256": dict(sorted(digests.items()))}, indent=0))
     if sync:
         with open(manifest, "rb") as f:
             os.fsync(f.fileno())
@@ -107,18 +91,19 @@ def verify(folder: Path) -> None:
             raise refused(f"{name} is a link")
     for name in sorted(set(listed) - set(present)):
         raise refused(f"{name} is listed in its {MANIFEST} but missing")
-    for name, digest in _hashes(folder, present).items():
+    for name, digest in sha256s(folder, present).items():
         if digest != listed[name]:
             raise refused(f"{name} does not match its sha256 in {MANIFEST}")
 
 
-def commit(staging: Path, final: Path) -> Path:
+def commit(staging: Path, final: Path, hashed: dict[str, str] | None = None) -> Path:
     """Make the staged checkpoint visible in one rename, crash-safe: its files and manifest are fsynced first; an
     older checkpoint of the same step is moved aside (not deleted) until the new one is in place and the rename is
-    on disk. A crash between the two renames leaves `.step_N.old`, which clean_stale() puts back."""
+    on disk. A crash between the two renames leaves `.step_N.old`, which clean_stale() puts back. hashed: the
+    learner ranks' digests of their own files (write_manifest)."""
     if not (staging / STATE_FILE).is_file():
         raise RuntimeError(f"checkpoint {staging} is incomplete (no {STATE_FILE}); not committing it")
-    write_manifest(staging, sync=True)
+    write_manifest(staging, sync=True, hashed=hashed)
     for root, _, _ in os.walk(staging):
         _fsync_dir(Path(root))
     old = final.with_name(f".{final.name}.old")

@@ -25,13 +25,14 @@ def checkpoint(roles, out: Path, step: int, ledger) -> Path:
     r = roles.cfg.run
     phase = Phase(roles, f"checkpoint of step {step}", r.checkpoint_timeout_s, "run.checkpoint_timeout_s")
     staging = staging_dir(out, step)
-    roles.learners.save(str(staging), tag=f"step_{step}", gather=phase.of(ranks(roles)))
+    # each rank hashes and fsyncs its own files inside this bound: a wedged filesystem holds that rank, named here
+    hashed = roles.learners.save(str(staging), tag=f"step_{step}", gather=phase.of(ranks(roles)))
     # each shard snapshots atomically under its own lock (ReplayClient.snapshot's calls, bounded)
     phase.wait([s.snapshot.remote(str(shard_dir(staging / "replay", i))) for i, s in enumerate(roles.replay.shards)],
                shards(roles))
     state = {"step": step, "ledger": ledger.state(), "rollouts_lost": roles.replay.lost}
     (staging / STATE_FILE).write_text(json.dumps(state))
-    return commit(staging, checkpoint_dir(out, step))
+    return commit(staging, checkpoint_dir(out, step), hashed)
 
 
 def resume(roles, path: str | Path, ledger) -> int:

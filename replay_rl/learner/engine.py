@@ -22,6 +22,7 @@ from replay_rl.learner.batching import MicroStats, micro_batches, to_learner_inp
 from replay_rl.learner.logprobs import final_hidden_states, token_logprobs
 from replay_rl.learner.losses import LearnerInputs, make_loss
 from replay_rl.learner.optimizer import make_optimizer, make_schedule
+from replay_rl.models.digests import rank_files, sha256s
 from replay_rl.models.hf_folder import load_model, load_tokenizer, save_model_folder
 from replay_rl.models.scoring import sequence_logprobs
 from replay_rl.rollout import RolloutBatch
@@ -200,14 +201,16 @@ class LearnerEngine:
             module.train(training)
 
     # ------------------------------------------------------------------ checkpoints
-    def save(self, path: str, tag: str) -> None:
-        """DeepSpeed engine state (weights + optimizer) on all ranks; rank 0 also writes an HF model folder."""
+    def save(self, path: str, tag: str) -> dict[str, str]:
+        """DeepSpeed engine state (weights + optimizer) on all ranks; rank 0 also writes an HF model folder. Returns
+        the sha256 of each file this rank wrote (relative to path), each fsynced: the checkpoint's manifest."""
         self.engine.save_checkpoint(path, tag=tag)
         state = self.full_state()
         if self.rank == 0:
             model = load_model(self.model_path, "float32")
             model.load_state_dict(state, strict=False)
             save_model_folder(model, load_tokenizer(self.model_path), Path(path) / "hf_model")
+        return sha256s(Path(path), rank_files(Path(path), self.rank), sync=True)
 
     def load(self, path: str, tag: str) -> None:
         # the LR is set from the restored step count, not from a saved schedule: a checkpoint from before

@@ -79,8 +79,10 @@ class LearnerGroup:
     def train_on(self, batches: list) -> list[dict[str, float]]:
         return ray.get([r.train_on.remote(b) for r, b in zip(self.ranks, batches)])
 
-    def save(self, path: str, tag: str, gather=ray.get) -> None:
-        gather([r.save.remote(path, tag) for r in self.ranks])
+    def save(self, path: str, tag: str, gather=ray.get) -> dict[str, str]:
+        """Every rank's save; the sha256 of each file the ranks wrote, relative to path (taken on the ranks)."""
+        return {name: digest for part in gather([r.save.remote(path, tag) for r in self.ranks]) for name, digest in
+                part.items()}
 
     def load(self, path: str, tag: str, gather=ray.get) -> None:
         gather([r.load.remote(path, tag) for r in self.ranks])

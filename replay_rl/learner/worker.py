@@ -46,8 +46,8 @@ class LearnerRankImpl:
     def full_state(self) -> dict:
         return self.engine.full_state()
 
-    def save(self, path: str, tag: str) -> None:
-        self.engine.save(path, tag)
+    def save(self, path: str, tag: str) -> dict[str, str]:
+        return self.engine.save(path, tag)
 
     def load(self, path: str, tag: str) -> None:
         self.engine.load(path, tag)
