@@ -105,9 +105,11 @@ def write_report(run_dirs: list[str | Path], out: str | Path) -> list[Path]:
                          ("batch/entropy", "train", "entropy (nats/token)"), ("batch/loss", "train", "loss"),
                          ("batch/clip_fraction", "train", "clip fraction"),
                          # GRPO learns nothing from a group whose rewards are all equal, though it fills batch slots:
-                         # the trained rows' share, and the fresh groups' since the start (cumulative)
-                         ("batch/zero_variance_share|ledger/zero_variance_share_fresh", "train",
-                          "zero-variance share")], "learner batches")
+                         # the trained rows' share, and the fresh groups' since the start (cumulative); beside them
+                         # the share of groups made from a replayed prompt (generation.prompt_replay), which aims at
+                         # the prompts whose groups differ
+                         ("batch/zero_variance_share|ledger/zero_variance_share_fresh|ledger/prompt_replay_share",
+                          "train", "zero-variance and prompt-replayed shares")], "learner batches")
     buffer_plot(runs, plt, save)
     grid("ledger.png", [("ledger/compute", "train", "compute (trainer-step equivalents)"),
                         ("buffer/replay_ratio", "train", "replay ratio (samples / inserts)"),

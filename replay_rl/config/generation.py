@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Annotated, Literal, Union
 
-from pydantic import Field
+from pydantic import Field, model_validator
 
 from replay_rl.config.base import _Section
 
@@ -26,6 +26,18 @@ class VLLMBackendConfig(_Section):
     enable_prefix_caching: bool = True
     """Reuse the KV blocks of a prompt prefix seen before (the G completions of a group share their prompt). Cached
     blocks are dropped at every weight load, so a prefix is never served from older weights."""
+
+
+class PromptReplayConfig(_Section):
+    share: float = Field(0.5, gt=0, le=1)
+    """The most of a call's prompts drawn again from the generator's pool of prompts whose last group had mixed
+    rewards (int(share · prompts_per_call) of them, fewer while the pool holds fewer); the rest are fresh."""
+    capacity: int = Field(256, ge=1)
+    """Prompts a generator's pool holds; a full pool admits a prompt in place of its one farthest from a 50% pass
+    rate, if the newcomer is nearer."""
+    max_visits: int = Field(4, ge=1)
+    """Times a prompt is generated again from the pool before it leaves it, so that no prompt takes fresh compute
+    for ever; it leaves sooner once a group of it is all solved or all failed."""
 
 
 class GenerationConfig(_Section):
@@ -51,3 +63,14 @@ class GenerationConfig(_Section):
         return self.prompts_per_call * self.group_size
     eval_temperature: float = Field(1.0, gt=0)
     """Sampling temperature for pass@k (k>1). pass@1 is greedy."""
+    prompt_replay: PromptReplayConfig | None = None
+    """Prompt replay (replay/prompt_pool.py): part of each call's prompts are ones whose group had mixed rewards,
+    generated again from the newest weights, nearest a 50% pass rate first; null: every prompt is fresh."""
+
+    @model_validator(mode="after")
+    def _some_prompt_replayed(self) -> "GenerationConfig":
+        if self.prompt_replay is not None and int(self.prompt_replay.share * self.prompts_per_call) < 1:
+            raise ValueError(f"generation.prompt_replay.share={self.prompt_replay.share:g} of "
+                             f"prompts_per_call={self.prompts_per_call} is under one prompt a call, so none would be "
+                             f"replayed: raise share to at least {1 / self.prompts_per_call:g}, or prompts_per_call")
+        return self

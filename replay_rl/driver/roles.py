@@ -178,6 +178,7 @@ class Roles:
             groups = sum(g.rollouts for g in gens) / self.cfg.generation.group_size
             # of all groups generated so far by the generators now running (a replaced one's count restarts)
             extra["zero_variance_share_fresh"] = sum(g.zero_variance_groups for g in gens) / max(groups, 1)
+            extra["prompt_replay_share"] = sum(g.prompts_replayed for g in gens) / max(groups, 1)
         ledger.observe(inserts=replay.inserts, lost=replay.rollouts_lost, consumed=self.cfg.learner.batch_size,
                        tokens=sum(g.tokens for g in gens), generator_busy_s=sum(g.busy_s for g in gens),
                        learner_busy_s=learner["rank_busy_s"] * self.cfg.cluster.learners, wall_s=wall_s,

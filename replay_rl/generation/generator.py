@@ -18,6 +18,7 @@ from replay_rl.generation.reports import GeneratorStats
 from replay_rl.models.hf_folder import load_tokenizer
 from replay_rl.replay.client import ReplayClient
 from replay_rl.replay.limits import call_number, route
+from replay_rl.replay.prompt_pool import prompt_source
 from replay_rl.rollout import FINISH_LENGTH, RolloutBatch
 from replay_rl.sync.base import load_if_newer
 from replay_rl.sync.factory import make_weight_sync
@@ -45,6 +46,7 @@ class GeneratorImpl:
         self.backend = make_backend(cfg.generation, cfg.model, model_path, bucket_mb=cfg.sync.bucket_mb, seed=seed)
         self.tokenizer = load_tokenizer(model_path)
         self.task = make_task(cfg.task, cfg.task.split_seed)
+        self.prompts = prompt_source(self.task, cfg.generation.prompt_replay)  # fresh, or some replayed
         self.client = ReplayClient(shards)
         self.weights = make_weight_sync(cfg.sync, "subscriber", board)
         self.params = sampling_params(cfg.generation)
@@ -133,7 +135,7 @@ class GeneratorImpl:
         call = call_number(self.id, self._calls, self.cfg.cluster.generators)
         self._calls += 1
         self.refresh_weights()
-        problems = self.task.sample_train(self.cfg.generation.prompts_per_call, self.rng)
+        problems = self.prompts.draw(self.cfg.generation.prompts_per_call, self.rng)
         prompts = encode_prompts(self.tokenizer, problems, self.cfg.model.chat_template)
         t0, loading_before = time.perf_counter(), self._load_s
         version_before = self.backend.version
@@ -145,6 +147,8 @@ class GeneratorImpl:
         rollouts = score_groups(self.task, self.tokenizer, problems, prompts, groups, range(first, first + len(groups)),
                                 lambda c: (min(version_before, c.version), c.version, version_before), self.id)
         self._groups += len(groups)
+        g = self.cfg.generation.group_size
+        self.prompts.observe(problems, [[r.reward for r in rollouts[i:i + g]] for i in range(0, len(rollouts), g)])
         self._zero_variance += zero_variance_groups(rollouts, self.cfg.generation.group_size)
         if self.reports is not None and self.cfg.run.log_samples_every:
             self.reports.put_samples.remote(self.id, self.as_text(rollouts[:self.cfg.generation.group_size]))
@@ -188,7 +192,7 @@ class GeneratorImpl:
     def stats(self) -> GeneratorStats:
         return GeneratorStats(self.id, self._rollouts, self.backend.tokens_generated(), self._busy,
                               time.perf_counter() - self._t0, self.backend.version, self._loads, self._load_s,
-                              self._calls, self._checked, self._zero_variance)
+                              self._calls, self._checked, self._zero_variance, self.prompts.replayed)
 
 
     def pid(self) -> int:

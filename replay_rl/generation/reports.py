@@ -24,6 +24,7 @@ class GeneratorStats:
     calls: int            # calls made at this position, those before this actor included: a replacement starts here
     weight_check: WeightCheck | None = None  # the newest weight-path check: this generator against the learner
     zero_variance_groups: int = 0  # groups made whose G rewards were all equal (advantage 0 for each)
+    prompts_replayed: int = 0  # groups made from a prompt drawn again (generation.prompt_replay)
 
 
 @ray.remote(num_cpus=0)
