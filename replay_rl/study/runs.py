@@ -49,6 +49,11 @@ def load_run(cfg: RunConfig) -> dict:
             "pass@1": col(evals, "eval/pass@1"), f"pass@{k}": col(evals, f"eval/pass@{k}"),
             "eval_problems": evals[-1]["eval/eval_problems"], "train_steps": col(trains, "step"),
             "entropy": col(trains, "batch/entropy"), "reward": col(trains, "batch/reward_mean"),
+            # GRPO learns nothing from a group whose rewards are all equal: the trained rows' share, the fresh
+            # groups' (cumulative), and where each step sits on the compute axis (issue 43's measure-first)
+            "train_compute": col(trains, "ledger/compute"),
+            "zero_variance_share": col(trains, "batch/zero_variance_share"),
+            "zero_variance_share_fresh": [r.get("ledger/zero_variance_share_fresh") for r in trains],
             "pass_at_k": pass_at_k_curves(evals),
             "model_sha256": model_checksum(cfg.model.start_from), "seed": cfg.run.seed,
             "overlap_prev": [r.get("buffer/overlap_prev") for r in trains], "age_mean": col(trains, "batch/age_mean"),
