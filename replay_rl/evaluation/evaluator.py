@@ -1,4 +1,6 @@
-"""Evaluator: a Ray actor holding its own generation backend; evaluates the latest published weights."""
+"""Evaluator: a Ray actor holding its own generation backend; evaluates the latest published weights. Its backend is
+transformers whatever generation.backend says, on purpose: runs on either engine are scored by the same greedy
+decoder (the engines' learning parity was measured so), at the cost of speed on large models."""
 
 from __future__ import annotations
 

@@ -4,8 +4,8 @@ The paper's synchronous model (§9), on the user's config: each learner step gen
 groups of G, paced so that their running total tracks t·R) with the current weights into a FIFO holding the last H
 learner versions (N ≈ H·R), samples B uniformly without repeats, and takes one AdamW step at learner.lr with the
 config's loss. B, lr, G, the loss, the task and the model are the config's; (W, T) and μ are cluster.emulate's when
-emulated, else cluster.generators/learners and μ measured here. Generation is transformers' in-process, whatever
-generation.backend says. At each probe point (step t) every buffer rollout (ages 1..H) and a fresh set generated
+emulated, else cluster.generators/learners and μ measured here. Generation runs in-process on the config's own
+generation.backend (generation/factory.py), so a measured μ is that engine's. At each probe point (step t) every buffer rollout (ages 1..H) and a fresh set generated
 by θ_t (age 0) get a sketched gradient at θ_t (gradients.py), the loss's clip and ratio stats and a use count;
 estimators.py gives σ²(τ), ρ, κ, effective.py σ²_eff(τ), s(τ) and 𝒱(N), status.py whether they can recommend.
 """
@@ -22,7 +22,7 @@ import torch
 
 from replay_rl.config import ConfigError, RunConfig
 from replay_rl.generation.backend import sampling_params
-from replay_rl.generation.hf import HFBackend
+from replay_rl.generation.factory import make_backend
 from replay_rl.models.hf_folder import load_model, load_tokenizer
 from replay_rl.probe.estimators import Sketches
 from replay_rl.probe.gradients import CountSketch, ProbeLearner
@@ -83,7 +83,8 @@ class _Loop:
     def __init__(self, cfg: RunConfig, settings: ProbeSettings, path: str, clock) -> None:
         self.cfg, self.s, self.clock = cfg, settings, clock
         device = "cuda" if torch.cuda.is_available() else "cpu"
-        self.backend = HFBackend(path, cfg.model.dtype, device)
+        self.backend = make_backend(cfg.generation, cfg.model, path, device, bucket_mb=cfg.sync.bucket_mb,
+                                    seed=settings.seed)
         self.tok = load_tokenizer(path)
         self.task = make_task(cfg.task, cfg.task.split_seed)
         self.learner = ProbeLearner(cfg, load_model(path, "float32").to(device), self.tok.pad_token_id)
@@ -227,7 +228,8 @@ def run_probe(cfg: RunConfig, settings: ProbeSettings, model_path: str, log=prin
     lo, hi = loop.timing.mu_interval(settings.bootstrap, loop.rng)
     mu_info = ({"value": mu, "lo": mu, "hi": mu, "source": "emulated, from config (cluster.emulate.mu)"}
                if mu_cfg is not None else {"value": measured, "lo": lo, "hi": hi,
-                                           "source": "measured on this machine (transformers generation)"})
+                                           "source": f"measured on this machine ({cfg.generation.backend.type} "
+                                                     "generation)"})
     mu_info["measured_here"] = {"value": measured, "lo": lo, "hi": hi}
     return ProbeData(sk, mu_info, (w, t_), mu_cfg is not None, r, h, len(loop.timing.train_s), done, stopped,
                      {"steps": float(np.sum(step_s)), "total_so_far": clock() - t_start})
