@@ -13,6 +13,7 @@ every step once, K_inf within the pace's budget, no consume-once rollout trained
 (fault_trials.check_run). Writes results.json and summary.md (date, commit, command, the table) to --out.
 
     python benchmarks/fault_soak.py --trials 30 [--seed 0] [--cluster] [--resume /tmp/fault_soak-XXXX]
+    python benchmarks/fault_soak.py --plan stratified --per-cell 2   # v2: 68 trials, every cell twice
 """
 
 from __future__ import annotations
@@ -30,6 +31,7 @@ from collections import Counter
 from dataclasses import asdict
 from pathlib import Path
 
+from fault_plan import plan_v2
 from fault_trials import BOUNDS, FAULTS, ROLES, Outcome, Trial, run_trial, titled, tree
 
 ROOT = Path(__file__).parents[1]
@@ -37,9 +39,10 @@ sys.path.insert(0, str(ROOT / "cluster"))
 from loopback import PLACED, bring_up, replace_node, stop_nodes, submit_command  # noqa: E402
 
 STEPS = 24
+CHECKPOINT_EVERY = 4
 
 
-def run_settings(steps: int = STEPS, checkpoint_every: int = 4) -> list[str]:
+def run_settings(steps: int = STEPS, checkpoint_every: int = CHECKPOINT_EVERY) -> list[str]:
     """The default config, shortened: a live snapshot every 2 steps, two restarts, evals beside training (so the
     evaluator is busy when faulted), every phase bounded in seconds (fault_trials.BOUNDS)."""
     return [f"run.steps={steps}", f"run.checkpoint_every={checkpoint_every}", "replay.snapshot_every_steps=2",
@@ -76,7 +79,10 @@ class Local:
 
     def targets(self, trial: Trial):
         procs = tree([self.driver.pid])
-        return titled(procs, ROLES[trial.role]), titled(procs, "LearnerRankImpl")
+        return titled(procs, ROLES.get(trial.role, "")), titled(procs, "LearnerRankImpl")
+
+    def roots(self) -> list[int]:
+        return [self.driver.pid]
 
     def after_fault(self, trial: Trial) -> None:
         pass
@@ -97,6 +103,9 @@ class Loopback:
             proc = subprocess.Popen(submit_command(self.cluster.address, "-c", "configs/tiny_cpu.yaml", *args, *PLACED),
                                     stdout=f, stderr=subprocess.STDOUT, cwd=ROOT)
         return proc, log
+
+    def roots(self) -> list[int]:
+        return []  # the nodes outlive each run: what is left of one is not told apart from the cluster's own
 
     def workers(self) -> list:
         return [n for n in self.cluster.nodes[1:] if n.poll() is None]
@@ -178,6 +187,10 @@ def markdown(outcomes: list, head: dict) -> str:
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--plan", choices=("random", "stratified"), default="random",
+                    help="random: --trials faults drawn from --seed (v1); stratified: every role x fault cell "
+                         "--per-cell times and the special faults (fault_plan.py, v2); --trials is then ignored")
+    ap.add_argument("--per-cell", type=int, default=2)
     ap.add_argument("--trials", type=int, default=30)
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--cluster", action="store_true", help="on the 3-node loopback cluster, through ray job submit")
@@ -189,7 +202,8 @@ def main(argv: list[str] | None = None) -> int:
     from replay_rl.config import RunConfig
     from replay_rl.evaluation.warmstart import ensure_model
 
-    asked = {"trials": args.trials, "seed": args.seed, "cluster": args.cluster}
+    asked = {"trials": args.trials, "seed": args.seed, "cluster": args.cluster} | (
+        {"plan": "stratified", "per_cell": args.per_cell} if args.plan == "stratified" else {})
     planned = args.resume / "plan.json" if args.resume else None
     if planned and (not planned.is_file() or json.loads(planned.read_text()) != asked):
         ap.error(f"--resume {args.resume}: not a soak folder planned with {asked} (its plan.json); pass the same "
@@ -198,7 +212,8 @@ def main(argv: list[str] | None = None) -> int:
     model = str(ensure_model(RunConfig.load(None, [])).resolve())  # built once here rather than in trial 0
     workdir = args.resume or Path(tempfile.mkdtemp(prefix="fault_soak-", dir=args.workdir))
     (workdir / "plan.json").write_text(json.dumps(asked))
-    t0, trials = time.monotonic(), plan(args.seed, args.trials, args.cluster)
+    t0, trials = time.monotonic(), (plan(args.seed, args.trials, args.cluster) if args.plan == "random" else
+                                    plan_v2(args.seed, args.per_cell, STEPS, CHECKPOINT_EVERY))
     runtime = Loopback(model, workdir) if args.cluster else Local(model)
     try:
         outcomes = soak(trials, runtime, workdir, run_settings())

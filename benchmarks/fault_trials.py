@@ -7,24 +7,23 @@ another Ray on the box (a benchmark) runs actors of the same classes, and must n
 from __future__ import annotations
 
 import contextlib
-import os
 import signal
 import subprocess
+import threading
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import psutil  # Ray's own dependency
 
+from fault_checks import check_named, check_run, left_behind
 from replay_rl.config import RunConfig
 from replay_rl.metrics import read_metrics
-from replay_rl.replay.budget_check import k_inf_past_budget
-from replay_rl.driver.run_folder import read_run_id
 
 # Ray titles an actor's worker `ray::<Class>`, and `ray::<Class>.<method>` while it runs a call
 ROLES = {"generator": "GeneratorImpl", "replay shard": "ReplayShardImpl", "learner rank": "LearnerRankImpl",
          "weight board": "WeightBoard", "generator reports": "GeneratorReports", "evaluator": "EvaluatorImpl"}
-FAULTS = ("kill", "stop", "stop in checkpoint", "stop in publish")
+FAULTS = ("kill", "stop", "stop in checkpoint", "stop in publish")  # the random plan's (fault_plan.py adds more)
 PUBLISH_TITLE = "ray::LearnerRankImpl.publish"  # rank 0 putting the new weights on the board
 # short bounds, so a hung role is found within a trial; stall_timeout_s must still exceed the slowest step here
 BOUNDS = {"run.stall_timeout_s": 20, "run.hung_probe_s": 10, "run.checkpoint_timeout_s": 30, "sync.timeout_s": 20,
@@ -93,11 +92,11 @@ def wait_window(trial: Trial, out: Path, procs: list[psutil.Process], running) -
     """Block until the trial's window opens: a checkpoint being staged, or learner rank 0 in its publish call."""
     end = time.monotonic() + WINDOW_S
     while running() and time.monotonic() < end:
-        if trial.fault == "stop in checkpoint":
+        if trial.fault.endswith("in checkpoint"):
             if staged := sorted((out / "checkpoints").glob(".step_*.partial")):
                 return f"in {staged[0].name}"
             time.sleep(0.02)
-        elif trial.fault == "stop in publish":
+        elif trial.fault.endswith("in publish"):
             if any(title(p) == PUBLISH_TITLE for p in procs):
                 return "in a publish"
             time.sleep(0.002)  # a tiny model's publish lasts milliseconds
@@ -106,23 +105,24 @@ def wait_window(trial: Trial, out: Path, procs: list[psutil.Process], running) -
     return "window missed: after a row"
 
 
-def inject(trial: Trial, out: Path, proc: subprocess.Popen, targets, outcome: Outcome) -> list[psutil.Process]:
+def inject(trial: Trial, out: Path, proc: subprocess.Popen, runtime, outcome: Outcome, log: Path
+           ) -> list[psutil.Process]:
     """Fault the trial's role once its step is reached; returns the processes stopped (to be continued).
-    targets(trial) -> (the role's candidate processes, the learner ranks), from this trial's tree only."""
+    runtime.targets(trial) -> (the role's candidate processes, the learner ranks), from this trial's tree only."""
     running = lambda: proc.poll() is None  # noqa: E731
     while running() and trained(out) < trial.step:
         time.sleep(0.2)
     if not running():
         outcome.problems.append(f"the run ended before step {trial.step}; no fault was applied")
         return []
-    candidates, ranks = targets(trial)
+    candidates, ranks = runtime.targets(trial)
     if not candidates:
         outcome.problems.append(f"no process of role {trial.role} found in this run's tree")
         return []
     outcome.window = wait_window(trial, out, ranks, running)
     victims = candidates[trial.pick % len(candidates)]
     victims = victims if isinstance(victims, list) else [victims]  # a node: every process of it
-    sig = signal.SIGKILL if trial.fault == "kill" else signal.SIGSTOP
+    sig = signal.SIGKILL if trial.fault.startswith("kill") else signal.SIGSTOP
     for p in victims:
         with contextlib.suppress(psutil.Error):
             p.send_signal(sig)
@@ -162,64 +162,73 @@ def finish(proc: subprocess.Popen) -> int:
 
 def run_trial(trial: Trial, out: Path, overrides: list[str], runtime) -> Outcome:
     """runtime (fault_soak.Local or .Loopback): launch(settings, log) -> (Popen, its output file); targets(trial) as
-    in inject; after_fault(trial); failed_prefix, how its one-line failure starts ("run failed: ", or
-    "submit: job failed: " through ray job submit)."""
+    in inject; after_fault(trial); roots() -> the pids whose trees hold the run's processes ([]: a cluster's nodes,
+    which outlive a run); failed_prefix, how its one-line failure starts ("run failed: ", or "submit: job failed: "
+    through ray job submit). A special fault (fault_special.py) brings its own injector and setting."""
+    from fault_special import SPECIALS  # its injectors use this module's helpers
+
+    special = SPECIALS.get((trial.role, trial.fault))
     outcome, t0, failed_prefix = Outcome(trial), time.monotonic(), runtime.failed_prefix
     settings = [*overrides, f"replay.type={trial.replay}", f"run.seed={trial.index}", f"run.output_dir={out}"]
-    proc, err = runtime.launch(settings, out.with_name(out.name + ".log"))
+    with special.around(out) if special and special.around else contextlib.nullcontext():
+        rc, err = attempt(trial, out, settings, runtime, outcome, special.inject if special else inject, ".log")
+        outcome.lines = [ln for ln in err.read_text().splitlines() if recovery_line(ln, failed_prefix)]
+        if special and special.expect and special.expect not in err.read_text():
+            outcome.problems.append(f"the run did not say: {special.expect[:80]}…")
+        outcome.path = "finished" if rc == 0 else "failed"
+        if rc != 0:
+            one_line = rc == 1 and sum(ln.startswith(failed_prefix) for ln in outcome.lines) == 1
+            if not (one_line or (special and special.resume_after_any_exit)):
+                outcome.problems.append(f"exit {rc} without one '{failed_prefix.strip()}' line (see {err})")
+            else:  # stopped in one line (or its driver killed): run.resume_from=auto must finish it
+                if special and special.before_resume:
+                    special.before_resume(out)
+                rc, err = attempt(trial, out, [*settings, "run.resume_from=auto"], runtime, outcome, None,
+                                  ".resume.log")
+                outcome.path = "resumed" if rc == 0 else "failed"
+                if rc != 0:
+                    tail = (err.read_text().strip().splitlines() or ["no output"])[-1]
+                    outcome.problems.append(f"the resume exited {rc}: {tail[-300:]}")
+        if rc == 0:
+            outcome.problems += check_run(RunConfig.load(None, settings), out)
+    if special is None:
+        outcome.problems += check_named(trial.role, outcome.lines)
+    outcome.passed, outcome.wall_s = not outcome.problems, round(time.monotonic() - t0, 1)
+    return outcome
+
+
+def attempt(trial: Trial, out: Path, settings: list[str], runtime, outcome: Outcome, fault, suffix: str):
+    """One run of the trial (fault: its injector, None for a resume): (exit code, its output file). The run's
+    processes, sampled every second while it runs, must be gone within fault_checks.LEFT_BEHIND_S after it ends."""
+    proc, err = runtime.launch(settings, out.with_name(out.name + suffix))
+    seen, done = set(), threading.Event()
+
+    def sample() -> None:
+        while not done.wait(1.0):
+            seen.update(p.pid for p in tree(runtime.roots()) if p.pid != proc.pid)
+
+    watcher = threading.Thread(target=sample, daemon=True)
+    watcher.start()
     stopped: list[psutil.Process] = []
     try:
-        stopped = inject(trial, out, proc, runtime.targets, outcome)
-        if outcome.target:
-            runtime.after_fault(trial)
+        if fault is not None:
+            stopped = fault(trial, out, proc, runtime, outcome, err)
+            if outcome.target:
+                runtime.after_fault(trial)
         hold_then_continue(stopped, proc)
         rc = finish(proc)
     finally:
+        done.set()
         if proc.poll() is None:  # a trial cut short (an error, pytest's timeout) leaves no run behind on 2 cores
             proc.terminate()
         for p in stopped:  # a trial that raised leaves nothing stopped
             with contextlib.suppress(psutil.Error):
                 p.send_signal(signal.SIGCONT)
-    outcome.lines = [ln for ln in err.read_text().splitlines() if recovery_line(ln, failed_prefix)]
-    outcome.path = "finished" if rc == 0 else "failed"
-    if rc != 0:
-        one_line = rc == 1 and sum(ln.startswith(failed_prefix) for ln in outcome.lines) == 1
-        if not one_line:
-            outcome.problems.append(f"exit {rc} without one '{failed_prefix.strip()}' line (see {err})")
-        else:  # stopped in one line: run.resume_from=auto must finish it
-            proc, err = runtime.launch([*settings, "run.resume_from=auto"], out.with_name(out.name + ".resume.log"))
-            rc = finish(proc)
-            outcome.path = "resumed" if rc == 0 else "failed"
-            if rc != 0:
-                tail = (err.read_text().strip().splitlines() or ["no output"])[-1]
-                outcome.problems.append(f"the resume exited {rc}: {tail[-300:]}")
-    if rc == 0:
-        outcome.problems += check_run(RunConfig.load(None, settings), out)
-    outcome.passed, outcome.wall_s = not outcome.problems, round(time.monotonic() - t0, 1)
-    return outcome
+    watcher.join()
+    outcome.problems += left_behind(seen)
+    return rc, err
 
 
 def recovery_line(line: str, failed_prefix: str) -> bool:
     """A line the run printed about a fault: a role recovered in place, a restart, or the one-line failure."""
     return line.startswith(("restart ", failed_prefix)) or ": replaced (" in line or ": killed, " in line
-
-
-def check_run(cfg: RunConfig, out: Path) -> list[str]:
-    """What a finished run must show, whatever was faulted: every step trained once, K_inf within the pace's budget,
-    a consume-once rollout trained at most once, and final_model this run's own."""
-    problems, rows = [], read_metrics(out / "metrics.jsonl", "train")
-    if (steps := [r["step"] for r in rows]) != list(range(1, cfg.run.steps + 1)):
-        problems.append(f"train rows are not steps 1..{cfg.run.steps} once each: {steps}")
-    if past := k_inf_past_budget(cfg.pace_setting, rows):
-        problems.append(f"K_inf past the pace's budget (step, K_inf, bound): {past[:3]}")
-    if cfg.consumes_once:  # trained + still held can never exceed what was made, unless a batch came back
-        twice = [r["step"] for r in rows if r["ledger/k_train"] + r["buffer/size"] > r["ledger/k_inf"]]
-        if twice:
-            problems.append(f"consume-once: K_train + buffer size > K_inf at steps {twice[:5]}")
-    final = out / "final_model"
-    checkpoint = final.resolve().parent
-    if not final.is_dir() or checkpoint != (out / "checkpoints" / f"step_{cfg.run.steps}").resolve():
-        problems.append(f"final_model is not checkpoints/step_{cfg.run.steps}/hf_model: {os.path.realpath(final)}")
-    elif read_run_id(checkpoint) != read_run_id(out) or read_run_id(out) is None:
-        problems.append(f"final_model's run id {read_run_id(checkpoint)} is not the run's {read_run_id(out)}")
-    return problems

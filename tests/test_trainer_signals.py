@@ -14,8 +14,10 @@ from replay_rl.metrics import read_metrics
 pytestmark = [pytest.mark.slow, pytest.mark.ray, pytest.mark.deepspeed]
 
 
+# the agents are titled by Ray (ray::DashboardAgent): their command line no longer holds their script's path
 RAY_PROCESSES = ("ray/core/src/ray/raylet/raylet|ray/core/src/ray/gcs/gcs_server|ray/dashboard/|"
-                 "autoscaler/_private/monitor.py|_private/log_monitor.py|_private/runtime_env/agent")
+                 "autoscaler/_private/monitor.py|_private/log_monitor.py|_private/runtime_env/agent|"
+                 "^ray::DashboardAgent|^ray::RuntimeEnvAgent")
 
 
 def raylets() -> set[int]:

@@ -1,8 +1,8 @@
 """Stops a local Ray cluster whose driver was killed with SIGKILL (no `finally` runs then).
 
 train() starts this as a detached process beside the local cluster it started: it polls the driver's pid and, once
-the driver is gone, kills the cluster's head processes (GCS, raylet, dashboard and runtime-env agents). Workers exit
-when their raylet does. Usage: python -m replay_rl.driver.orphan_guard DRIVER_PID PID [PID ...]
+the driver is gone, kills the cluster's head processes (GCS, raylet, dashboard) and their children (the agents,
+workers), which it learns while the driver lives. Usage: python -m replay_rl.driver.orphan_guard DRIVER_PID PID [PID ...]
 """
 
 from __future__ import annotations
@@ -35,11 +35,11 @@ def started(pid: int) -> str | None:
 def guard(driver: int, pids: list[int], poll_s: float = 1.0) -> None:
     identity = {pid: started(pid) for pid in pids}
     while alive(driver):
+        # the raylet's children too (workers, the dashboard and runtime-env agents, which outlive a killed raylet),
+        # learned while the driver lives: the raylet dies with it (Ray's parent-death signal), and by then its
+        # children belong to init and can no longer be found from it
+        identity |= {child: started(child) for child in children(*pids) if child not in identity}
         time.sleep(poll_s)
-    # the raylet's children too: workers, the dashboard and runtime-env agents (they outlive a killed raylet)
-    for pid, start in list(identity.items()):
-        if start is not None and started(pid) == start:
-            identity |= {child: started(child) for child in children(pid)}
     for sig in (signal.SIGTERM, signal.SIGKILL):
         for pid, start in identity.items():
             if start is not None and started(pid) == start:  # still the process we were asked to watch
@@ -50,8 +50,8 @@ def guard(driver: int, pids: list[int], poll_s: float = 1.0) -> None:
         time.sleep(2)
 
 
-def children(pid: int) -> list[int]:
-    out = subprocess.run(["pgrep", "-P", str(pid)], capture_output=True, text=True).stdout
+def children(*pids: int) -> list[int]:
+    out = subprocess.run(["pgrep", "-P", ",".join(map(str, pids))], capture_output=True, text=True).stdout
     return [int(p) for p in out.split()]
 
 
