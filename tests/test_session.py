@@ -50,3 +50,39 @@ def test_a_start_up_that_times_out_is_tried_once_more():
 def test_other_errors_are_not_retried():
     proc = run("ValueError('bad argument')")
     assert "starts 1 raised bad argument" in proc.stdout, proc.stderr[-2000:]
+
+
+def test_a_full_disk_is_one_line_that_says_so_even_when_error_log_cannot_be_written():
+    """A full disk fails the run, and then the write of error.log too: that used to raise from the failure path, a
+    traceback on the terminal. /dev/full answers every write with ENOSPC."""
+    import errno
+    from pathlib import Path
+
+    from replay_rl.driver.session import describe_failure
+
+    line = describe_failure(OSError(errno.ENOSPC, "No space left on device"), Path("/dev/full"))
+    assert line == ("OSError: [Errno 28] No space left on device; free space where run.output_dir is, then resume "
+                    "with run.resume_from=auto (/dev/full could not be written (No space left on device))")
+
+
+def test_an_exception_no_driver_thread_caught_is_one_line_and_its_traceback_in_error_log(tmp_path, capsys):
+    """A library's own thread (TensorBoard's event writer, on a full disk) printed its traceback on the terminal."""
+    import threading
+
+    from replay_rl.driver.session import one_line_thread_errors
+
+    before = threading.excepthook
+    try:
+        one_line_thread_errors(tmp_path)
+
+        def fail():
+            raise ValueError("boom")
+
+        thread = threading.Thread(target=fail, name="EventFileWriter")
+        thread.start()
+        thread.join()
+    finally:
+        threading.excepthook = before
+    assert capsys.readouterr().err == (f"a background thread (EventFileWriter) failed: ValueError: boom (traceback: "
+                                       f"{tmp_path / 'error.log'})\n")
+    assert "raise ValueError(\"boom\")" in (tmp_path / "error.log").read_text()

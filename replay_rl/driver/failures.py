@@ -25,9 +25,14 @@ def resume_hint(output_dir) -> str:
     return f"resume with run.resume_from=auto (newest checkpoint in {output_dir})"
 
 
-def log_error(log: Path, headline: str, e: BaseException) -> None:
+def log_error(log: Path, headline: str, e: BaseException) -> str | None:
     """Append `headline` and e's whole traceback, its causes included, to `log`: appended, so that the causes of
-    the restarts before a final failure stay beside it."""
-    log.parent.mkdir(parents=True, exist_ok=True)
-    with log.open("a") as f:
-        f.write(f"=== {headline}\n{''.join(traceback.format_exception(e))}\n")
+    the restarts before a final failure stay beside it. Returns why it could not (a full disk), else None: a
+    failure to write the log must not hide the failure it records."""
+    try:
+        log.parent.mkdir(parents=True, exist_ok=True)
+        with log.open("a") as f:
+            f.write(f"=== {headline}\n{''.join(traceback.format_exception(e))}\n")
+    except OSError as written:
+        return f"{log} could not be written ({written.strerror or written})"
+    return None

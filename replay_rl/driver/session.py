@@ -10,6 +10,7 @@ page cache warm and the agent quicker.
 
 from __future__ import annotations
 
+import errno
 import logging
 import os
 import signal
@@ -130,5 +131,23 @@ def _interrupt(signum, frame) -> None:
 def describe_failure(e: BaseException, log: Path) -> str:
     """One line for the terminal (role and cause); the full traceback, with its causes, goes to `log` after the
     causes of the run's restarts (failures.log_error)."""
-    log_error(log, f"run failed: {e if isinstance(e, RunFailed) else one_line(e)}", e)
-    return f"{e if isinstance(e, RunFailed) else one_line(e)} (traceback: {log})"
+    line = e if isinstance(e, RunFailed) else one_line(e)
+    unwritten = log_error(log, f"run failed: {line}", e)
+    cause = getattr(e, "cause", None) or e
+    if isinstance(cause, OSError) and cause.errno == errno.ENOSPC:  # nothing to fix in the config: make room
+        line = f"{line}; free space where run.output_dir is, then resume with run.resume_from=auto"
+    return f"{line} ({unwritten or f'traceback: {log}'})"
+
+
+def one_line_thread_errors(out: Path) -> None:
+    """An exception no thread of the driver caught (a library's writer thread: TensorBoard's, on a full disk) is one
+    line on stderr, its traceback in out/error.log, instead of a traceback on the terminal."""
+    def hook(args: threading.ExceptHookArgs) -> None:
+        if args.exc_value is None or isinstance(args.exc_value, SystemExit):
+            return
+        name = args.thread.name if args.thread else "?"
+        log = out / "error.log"
+        where = log_error(log, f"thread {name} failed", args.exc_value) or f"traceback: {log}"
+        print(f"a background thread ({name}) failed: {one_line(args.exc_value)} ({where})", file=sys.stderr,
+              flush=True)
+    threading.excepthook = hook
