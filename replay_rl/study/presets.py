@@ -110,6 +110,23 @@ REPLICATE = {"steps": 500, "budget_multiple": 3, "eval_every": 25, "seeds": 3, "
              "sensitivity_seeds": 0, "set": ["run.eval_k=16"], "lrs": (1e-4, 1.5e-4),
              "configs": {"replay_53_N10B": replay(5, 3, n="10B", lrs=(2.5e-5, 5e-5))}}
 
+# issue 43's screen of the rules that choose the data (benchmarks/results/rules43/plan.md, written before its runs).
+# Stage 1 on SmolLM2 (the preset's task, 1 generator and 1 learner rank as every study run): the on-policy baseline
+# and plain replay (the preset's N = 32 = 2B), each at two LRs, 2 seeds, to the compute of 100 on-policy steps
+SMOLLM2_SIDES = {"steps": 100, "eval_every": 25, "seeds": 2, "sensitivity": {}, "sensitivity_seeds": 0,
+                 "set": ["run.eval_prompts=200"], "lrs": (1e-5, 2e-5),
+                 "configs": {"replay_53_N2B": replay(5, 3, n="2B", lrs=(5e-6, 1e-5))}, "tasks": {"smollm2": {}}}
+# on arithmetic at the replication's 3x budget: each rule on plain N = 10B at replay's two LRs, 2 seeds, its
+# constants set here once: stale negatives vetoed past the mean batch age of plain N = 10B in the measure study (16
+# versions); prompt replay at its defaults (half of each call, a pool of 256, 4 visits)
+RULES43 = {"replay_53_N10B": replay(5, 3, n="10B", lrs=(2.5e-5, 5e-5)),
+           "effective_53_N10B": replay(5, 3, n="10B", extra=("replay.sampler=effective",), lrs=(2.5e-5, 5e-5)),
+           "stale_neg_53_N10B": replay(5, 3, n="10B", extra=("learner.loss.stale_negatives={max_age: 16, weight: 0}",),
+                                       lrs=(2.5e-5, 5e-5)),
+           "prompt_replay_53_N10B": replay(5, 3, n="10B", extra=("generation.prompt_replay={share: 0.5}",),
+                                           lrs=(2.5e-5, 5e-5))}
+RULES43_SCREEN = REPLICATE | {"seeds": 2, "configs": RULES43}
+
 # a preset's "tasks" maps each task it runs to the keys it replaces there; without "tasks" it runs arithmetic
 PRESETS: dict[str, dict] = {
     # the ladder: 1 seed a rung, ~15 min here
@@ -132,6 +149,8 @@ PRESETS: dict[str, dict] = {
     "rules_frontier": RULES_FRONTIER,
     "probe_grid": PROBE_GRID,
     "replicate": REPLICATE,
+    "smollm2_sides": SMOLLM2_SIDES,
+    "rules43": RULES43_SCREEN,
     # CI: the whole pipeline end to end in about a minute, two LRs on each side, each side's best extended to 2x its
     # steps from its final checkpoint; its numbers mean nothing
     "mini": {"steps": 12, "eval_every": 6, "seeds": 1, "extend": 2, "extend_best": 1,

@@ -13,7 +13,8 @@ from replay_rl.study.table import BASELINE, PAPER_MU
 
 # each task's testbed: None is the embedded default (configs/tiny_cpu.yaml's arithmetic); countdown's YAML ships
 # with the package (a copy of configs/tiny_cpu_countdown.yaml), so a study runs from any working directory
-TASKS = {"arithmetic": None, "countdown": str(Path(__file__).with_name("countdown.yaml"))}
+TASKS = {"arithmetic": None, "countdown": str(Path(__file__).with_name("countdown.yaml")),
+         "smollm2": str(Path(__file__).with_name("smollm2.yaml"))}  # configs/smollm2_135m_cpu.yaml; the smollm2 extra
 PROBE_DIR = Path("benchmarks") / "results" / "probe"  # the committed probe results the "probe" N rule reads
 
 

@@ -54,5 +54,6 @@ def test_a_finish_mark_of_another_run_does_not_finish_the_run_the_folder_holds(t
     assert prepare(spec(tmp_path / "run")) is None
 
 
-def test_the_packaged_countdown_testbed_is_the_repositorys():
+def test_the_packaged_testbeds_are_the_repositorys():
     assert Path(TASKS["countdown"]).read_text() == (ROOT / "configs" / "tiny_cpu_countdown.yaml").read_text()
+    assert Path(TASKS["smollm2"]).read_text() == (ROOT / "configs" / "smollm2_135m_cpu.yaml").read_text()
