@@ -30,4 +30,5 @@ def plan_v2(seed: int, per_cell: int, steps: int, checkpoint_every: int) -> list
     chosen = [(role, fault) for role, fault in cells() for _ in range(per_cell)]
     rng.shuffle(chosen)  # a soak cut short still spreads over the cells
     return [Trial(i, role, fault, rng.randint(first_step(fault, checkpoint_every), steps - 6),
-                  rng.choice(("fifo", "fifo", "lifo_once")), rng.randrange(2)) for i, (role, fault) in enumerate(chosen)]
+                  rng.choice(("fifo", "fifo", "lifo_once")), rng.randrange(2))
+            for i, (role, fault) in enumerate(chosen)]

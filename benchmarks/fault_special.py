@@ -86,6 +86,8 @@ def remove_ballast(out: Path) -> None:
 def corrupt_then_kill_a_rank(trial, out, proc, runtime, outcome, log) -> list:
     if not reached(trial, out, proc, outcome):
         return []
+    while proc.poll() is None and any((out / "checkpoints").glob(".step_*.partial")):
+        time.sleep(0.01)  # a checkpoint being written would become the newest, and the one the restart loads
     newest = max((p for p in (out / "checkpoints").glob("step_*") if p.is_dir()),
                  key=lambda p: int(p.name.removeprefix("step_")))
     states = newest / newest.name / "mp_rank_00_model_states.pt"

@@ -205,7 +205,10 @@ def attempt(trial: Trial, out: Path, settings: list[str], runtime, outcome: Outc
 
     def sample() -> None:
         while not done.wait(1.0):
-            seen.update(p.pid for p in tree(runtime.roots()) if p.pid != proc.pid)
+            for p in tree(runtime.roots()):
+                with contextlib.suppress(psutil.Error):
+                    if p.pid != proc.pid:
+                        seen.add((p.pid, p.create_time()))
 
     watcher = threading.Thread(target=sample, daemon=True)
     watcher.start()

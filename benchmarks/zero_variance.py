@@ -31,10 +31,11 @@ def curves(runs: list[dict], key: str, grid: np.ndarray) -> np.ndarray:
     """(seeds, grid) each seed's running mean of `key` read on the compute grid (steps without the key dropped)."""
     out = []
     for r in runs:
-        pairs = [(c, v) for c, v in zip(r["train_compute"], r[key]) if v is not None]
-        compute, values = (np.array(x, float) for x in zip(*pairs))
-        out.append(np.interp(grid, compute, running_mean(values)))
-    return np.array(out)
+        pairs = [(c, v) for c, v in zip(r.get("train_compute", []), r.get(key, [])) if v is not None]
+        if pairs:  # a run from before the key was logged has none
+            compute, values = (np.array(x, float) for x in zip(*pairs))
+            out.append(np.interp(grid, compute, running_mean(values)))
+    return np.array(out) if out else np.full((1, len(grid)), np.nan)
 
 
 def sides(study: dict) -> dict[str, list[dict]]:

@@ -161,3 +161,11 @@ def test_learner_ranks_hash_their_own_files_and_the_driver_reads_only_the_rest(t
     assert json.loads((ckpt / MANIFEST).read_text())["sha256"] == hashed | {
         STATE_FILE: real(ckpt / STATE_FILE)}
     verify(ckpt)
+    # a rank's file the driver cannot see (run.output_dir not shared by every node) stops the commit in one line
+    staging = staging_dir(tmp_path, 8)
+    staging.mkdir(parents=True)
+    (staging / STATE_FILE).write_text(json.dumps({"step": 8}))
+    with pytest.raises(RuntimeError, match=r"^learner ranks wrote step_8/zero_pp_rank_1_mp_rank_00_optim_states.pt "
+                                           r"in .*, which this driver cannot see: run.output_dir must be on a "
+                                           r"filesystem every node shares$"):
+        commit(staging, checkpoint_dir(tmp_path, 8), {"step_8/zero_pp_rank_1_mp_rank_00_optim_states.pt": "ab"})

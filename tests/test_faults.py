@@ -5,54 +5,24 @@ restarts that dies is named, a run resumed with resume_from=auto continues its m
 rank, or a dead generator of a sync.type=nccl broadcast group (the broadcast's end-to-end test), restarts every role
 from the newest checkpoint (run.max_restarts), or is named once those are used up."""
 
-import contextlib
 import json
 import os
 import re
 import signal
-import subprocess
-import threading
 import time
 
 import pytest
 
 from replay_rl.driver.checkpoints import STATE_FILE, write_manifest
 from replay_rl.driver.closing import closing_summary
-from replay_rl.config import RunConfig
 from replay_rl.metrics import read_metrics
 from replay_rl.replay.budget_check import k_inf_past_budget
 from replay_rl.driver.roles import RunFailed
 from replay_rl.driver.trainer import train
+from tests.faults import continued_after, run_cfg, worker_pids
 from tests.runs import copy_run
 
 pytestmark = [pytest.mark.slow, pytest.mark.ray, pytest.mark.deepspeed]
-
-
-def run_cfg(warm_path, out, *overrides):
-    return RunConfig.load(None, [f"model.path={warm_path}", f"run.output_dir={out}", "run.eval_prompts=20",
-                                 "run.eval_every=1000", "replay.sample_timeout_s=300", "learner.batch_size=32",
-                                 "replay.capacity=64", *overrides])
-
-
-def worker_pids(role: str) -> list[int]:
-    """Ray titles each actor's process `ray::<Class>...`. Only children of this session's raylet count: another
-    Ray cluster on the box (a benchmark) has actors of the same class."""
-    import ray
-
-    raylet = ray._private.worker._global_node.all_processes["raylet"][0].process.pid
-    out = subprocess.run(["pgrep", "-P", str(raylet), "-f", f"ray::{role}"], capture_output=True, text=True).stdout
-    return sorted(int(p) for p in out.split())
-
-
-@contextlib.contextmanager
-def continued_after(paused: list[int]):
-    """However the run ends, nothing it paused is left stopped (most were killed with the run's actors)."""
-    try:
-        yield
-    finally:
-        for pid in paused:
-            with contextlib.suppress(ProcessLookupError):
-                os.kill(pid, signal.SIGCONT)
 
 
 def test_killed_or_paused_roles_are_recovered_in_place(ray_cluster, warm_model, tmp_path, capsys):
@@ -143,60 +113,6 @@ def test_paused_generators_past_their_restarts_stop_with_the_stall_line(ray_clus
     assert message.endswith("generator 0 did not answer in 10s after 10s without a learner step and "
                             "run.max_generator_restarts=0 restarts are used up"), message
     assert time.monotonic() - t0 < 180
-
-
-def test_a_paused_learner_rank_is_named_with_its_pid(ray_cluster, warm_model, tmp_path):
-    """A rank SIGSTOPped with its batch in hand holds its peer in the allreduce: every shard served, every role but
-    it answering. The line names the paused rank and its pid (each rank answers a probe on a thread of its own),
-    not "learner ranks ... none finished"."""
-    path, _ = warm_model
-    paused: list[int] = []
-
-    def pause_a_rank_at_step_2(step, record):
-        if step == 2:
-            paused.append(worker_pids("LearnerRank")[-1])
-            os.kill(paused[0], signal.SIGSTOP)
-
-    with continued_after(paused), pytest.raises(RunFailed) as failed:
-        train(run_cfg(path, tmp_path / "paused_rank", "run.steps=50", "run.stall_timeout_s=10", "run.max_restarts=0"),
-              pause_a_rank_at_step_2)
-    message = str(failed.value)
-    assert "\n" not in message and re.search(
-        rf"learner rank [01] \(pid {paused[0]}\) (gave no answer \(paused or wedged\) with|did not ask for) step 3's "
-        r"batch", message), message
-    assert "batch (hung); resume with run.resume_from=auto" in message, message
-
-
-def test_a_rank_whose_files_cannot_be_read_back_is_named_within_the_checkpoints_bound(ray_cluster, warm_model,
-                                                                                      tmp_path):
-    """A wedged filesystem, played by a FIFO with no writer among rank 1's files: each rank hashes and fsyncs what
-    it wrote inside the bounded save, so the line names that rank and the checkpoint within
-    run.checkpoint_timeout_s. The driver used to hash every file at commit, with no bound: it hung, with no line."""
-    from replay_rl.driver.checkpoints import staging_dir
-
-    path, _ = warm_model
-    out = tmp_path / "wedged"
-
-    planted: list[float] = []
-
-    def plant_a_fifo_in_step_4s_staging() -> None:
-        # the driver empties the staging folder, then writes run.json, then asks the ranks to save, which takes
-        # them far longer (DeepSpeed's files, a gather, the HF folder) than this 5 ms poll: rank 1 lists it
-        staging = staging_dir(out, 4)
-        while not (staging / "run.json").exists():
-            time.sleep(0.005)
-        (staging / "step_4").mkdir(exist_ok=True)
-        os.mkfifo(staging / "step_4" / "zero_pp_rank_1_mp_rank_00_wedged.pt")
-        planted.append(time.monotonic())
-
-    threading.Thread(target=plant_a_fifo_in_step_4s_staging, daemon=True).start()
-    with pytest.raises(RunFailed) as failed:
-        train(run_cfg(path, out, "run.steps=8", "run.checkpoint_every=4", "run.checkpoint_timeout_s=15",
-                      "run.max_restarts=0"))
-    message = str(failed.value)
-    assert "\n" not in message and message.startswith(
-        "learner rank 1 hung in the checkpoint of step 4: not done in 15s (run.checkpoint_timeout_s)"), message
-    assert time.monotonic() - planted[0] < 60
 
 
 def test_a_shard_past_its_restarts_is_named(ray_cluster, warm_model, tmp_path):

@@ -34,8 +34,10 @@ def test_a_rank_that_gives_no_answer_while_all_took_their_batches_is_named_with_
     verdict = hung_roles([SERVED, SERVED], ["stats"], step=5, ranks=[(101, 101), (SILENT, 102)])
     assert verdict == Hung(learners="learner rank 1 (pid 102) gave no answer (paused or wedged) with step 5's "
                                     "batch (hung)")
-    both = hung_roles([SERVED, SERVED], ["stats"], step=5, ranks=[("dead", 101), (SILENT, 102)])
+    both = hung_roles([SERVED, SERVED], ["stats"], step=5, ranks=[(SILENT, 101), (SILENT, 102)])
     assert both.learners.startswith("learner ranks 0 (pid 101), 1 (pid 102) gave no answer")
+    dead = hung_roles([SERVED, SERVED], ["stats"], step=5, ranks=[("dead", 101), (SILENT, 102)])
+    assert dead.learners == "learner rank 0 (pid 101) died with step 5's batch (hung)"
     # every rank answering: a slow step or a collective that hangs, which no probe tells apart
     assert hung_roles([SERVED, SERVED], ["stats"], step=5, ranks=[(101, 101), (102, 102)]).learners == (
         "learner ranks took step 5's batches but none finished the step (hung)")

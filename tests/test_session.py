@@ -61,8 +61,19 @@ def test_a_full_disk_is_one_line_that_says_so_even_when_error_log_cannot_be_writ
     from replay_rl.driver.session import describe_failure
 
     line = describe_failure(OSError(errno.ENOSPC, "No space left on device"), Path("/dev/full"))
-    assert line == ("OSError: [Errno 28] No space left on device; free space where run.output_dir is, then resume "
-                    "with run.resume_from=auto (/dev/full could not be written (No space left on device))")
+    assert line == ("OSError: [Errno 28] No space left on device; free space on the disk, then resume with "
+                    "run.resume_from=auto (/dev/full could not be written (No space left on device))")
+    # a learner rank's full disk reaches the driver as a RunFailed raised from Ray's error: the hint still comes
+    from replay_rl.driver.failures import RunFailed
+
+    try:
+        try:
+            raise OSError(errno.ENOSPC, "No space left on device", "/ckpt/step_8/optim.pt")
+        except OSError as rank_error:
+            raise RunFailed("learner rank 1 failed in the checkpoint of step 8: OSError: no space") from rank_error
+    except RunFailed as failed:
+        line = describe_failure(failed, Path("/dev/full"))
+    assert "; free space on /ckpt/step_8/optim.pt's disk, then resume with run.resume_from=auto" in line
 
 
 def test_an_exception_no_driver_thread_caught_is_one_line_and_its_traceback_in_error_log(tmp_path, capsys):

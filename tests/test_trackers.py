@@ -99,16 +99,17 @@ def test_wandb_offline_writes_each_start_as_a_run_of_the_run_ids_group(tmp_path)
     assert again.inner.run_id != first.inner.run_id
     for tracker in (first, again):
         (run_dir,) = (tmp_path / "wandb").glob(f"offline-run-*-{tracker.inner.run_id}")
-        data = written(run_dir / f"run-{tracker.inner.run_id}.wandb", b"batch/reward_mean", timeout_s=60)
-        assert b"batch/reward_mean" in data and b"eval/pass@1" in data and b"learner.lr" in data and b"run-a" in data
+        markers = (b"batch/reward_mean", b"eval/pass@1", b"learner.lr", b"run-a")
+        data = written(run_dir / f"run-{tracker.inner.run_id}.wandb", markers, timeout_s=60)
+        assert all(m in data for m in markers), data[:200]
 
 
-def written(path: Path, marker: bytes, timeout_s: float) -> bytes:
-    """The file once it holds `marker`, or as it is after timeout_s. W&B's run.finish() tells its service process
-    the run is done without waiting (wandb 0.31 `inform_finish`); the service flushes the file's last block when it
-    closes the run's stream, so a read right after finish() found only the header about once in 45 suites."""
+def written(path: Path, markers: tuple[bytes, ...], timeout_s: float) -> bytes:
+    """The file once it holds every marker, or as it is after timeout_s. W&B's run.finish() tells its service
+    process the run is done without waiting (wandb 0.31 `inform_finish`); the service flushes the file's last block
+    when it closes the run's stream, so a read right after finish() found only the header about once in 45 suites."""
     deadline = time.monotonic() + timeout_s
-    while marker not in (data := path.read_bytes()) and time.monotonic() < deadline:
+    while not all(m in (data := path.read_bytes()) for m in markers) and time.monotonic() < deadline:
         time.sleep(0.1)
     return data
 

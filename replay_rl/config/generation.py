@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from typing import Annotated, Literal, Union
 
 from pydantic import Field, model_validator
@@ -69,8 +70,9 @@ class GenerationConfig(_Section):
 
     @model_validator(mode="after")
     def _some_prompt_replayed(self) -> "GenerationConfig":
-        if self.prompt_replay is not None and int(self.prompt_replay.share * self.prompts_per_call) < 1:
+        if self.prompt_replay is not None and self.prompt_replay.share * self.prompts_per_call < 1 - 1e-9:
+            least = math.ceil(1e4 / self.prompts_per_call) / 1e4
             raise ValueError(f"generation.prompt_replay.share={self.prompt_replay.share:g} of "
                              f"prompts_per_call={self.prompts_per_call} is under one prompt a call, so none would be "
-                             f"replayed: raise share to at least {1 / self.prompts_per_call:g}, or prompts_per_call")
+                             f"replayed: raise share to at least {least:g}, or prompts_per_call")
         return self

@@ -60,7 +60,10 @@ def write_manifest(folder: Path, sync: bool = False, hashed: dict[str, str] | No
     names = _files(folder)
     if links := [n for n in names if (folder / n).is_symlink()]:
         raise RuntimeError(f"checkpoint {folder} holds a link ({links[0]}); a checkpoint holds plain files only")
-    known = {n: d for n, d in (hashed or {}).items() if n in names}
+    if unseen := sorted(set(hashed or {}) - set(names)):  # a rank wrote it where the driver cannot read it
+        raise RuntimeError(f"learner ranks wrote {unseen[0]} in {folder}, which this driver cannot see: "
+                           "run.output_dir must be on a filesystem every node shares")
+    known = hashed or {}
     manifest = folder / MANIFEST
     digests = known | sha256s(folder, [n for n in names if n not in known], sync)
     manifest.write_text(json.dumps({"sha256": dict(sorted(digests.items()))}, indent=0))

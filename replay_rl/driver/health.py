@@ -66,7 +66,9 @@ def hung_roles(shards: list, generators: list, step: int, tables: list | None = 
         pids = dict(enumerate(pid for _, pid in ranks or []))
         if idle := [i for i, a in enumerate(shards) if a == NOT_ASKED]:
             return Hung(learners=f"{rank_names(idle, pids)} did not ask for step {step}'s batch (hung)")
-        if silent := [i for i, (a, _) in enumerate(ranks or []) if isinstance(a, NoAnswer) or a == "dead"]:
+        if dead := [i for i, (a, _) in enumerate(ranks or []) if a == "dead"]:
+            return Hung(learners=f"{rank_names(dead, pids)} died with step {step}'s batch (hung)")
+        if silent := [i for i, (a, _) in enumerate(ranks or []) if isinstance(a, NoAnswer)]:
             return Hung(learners=f"{rank_names(silent, pids)} gave no answer (paused or wedged) with step {step}'s "
                                  "batch (hung)")
         return Hung(learners=f"learner ranks took step {step}'s batches but none finished the step (hung)")

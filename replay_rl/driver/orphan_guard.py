@@ -2,7 +2,8 @@
 
 train() starts this as a detached process beside the local cluster it started: it polls the driver's pid and, once
 the driver is gone, kills the cluster's head processes (GCS, raylet, dashboard) and their children (the agents,
-workers), which it learns while the driver lives. Usage: python -m replay_rl.driver.orphan_guard DRIVER_PID PID [PID ...]
+workers), which it learns while the driver lives.
+Usage: python -m replay_rl.driver.orphan_guard DRIVER_PID PID [PID ...]
 """
 
 from __future__ import annotations
@@ -32,13 +33,19 @@ def started(pid: int) -> str | None:
         return None
 
 
-def guard(driver: int, pids: list[int], poll_s: float = 1.0) -> None:
-    identity = {pid: started(pid) for pid in pids}
+def guard(driver: int, pids: list[int], poll_s: float = 1.0, learn_every: int = 5) -> None:
+    heads = {pid: started(pid) for pid in pids}
+    identity = dict(heads)
+    polls = 0
     while alive(driver):
-        # the raylet's children too (workers, the dashboard and runtime-env agents, which outlive a killed raylet),
-        # learned while the driver lives: the raylet dies with it (Ray's parent-death signal), and by then its
-        # children belong to init and can no longer be found from it
-        identity |= {child: started(child) for child in children(*pids) if child not in identity}
+        # the heads' children too (the dashboard and runtime-env agents, which outlive a killed raylet, and
+        # workers), learned while the driver lives: the raylet dies with it (Ray's parent-death signal), and by then
+        # its children belong to init and can no longer be found from it. Only of heads still the same processes
+        # (a pid reused by another program is not asked for its children)
+        if polls % learn_every == 0:
+            live = [pid for pid, start in heads.items() if start is not None and started(pid) == start]
+            identity |= {child: started(child) for child in (children(*live) if live else [])}
+        polls += 1
         time.sleep(poll_s)
     for sig in (signal.SIGTERM, signal.SIGKILL):
         for pid, start in identity.items():

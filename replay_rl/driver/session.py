@@ -133,10 +133,21 @@ def describe_failure(e: BaseException, log: Path) -> str:
     causes of the run's restarts (failures.log_error)."""
     line = e if isinstance(e, RunFailed) else one_line(e)
     unwritten = log_error(log, f"run failed: {line}", e)
-    cause = getattr(e, "cause", None) or e
-    if isinstance(cause, OSError) and cause.errno == errno.ENOSPC:  # nothing to fix in the config: make room
-        line = f"{line}; free space where run.output_dir is, then resume with run.resume_from=auto"
+    if full := disk_full(e):  # nothing to fix in the config: make room (a rank's, seen through RunFailed and Ray)
+        where = f"{full.filename}'s disk" if full.filename else "the disk"
+        line = f"{line}; free space on {where}, then resume with run.resume_from=auto"
     return f"{line} ({unwritten or f'traceback: {log}'})"
+
+
+def disk_full(e: BaseException | None) -> OSError | None:
+    """The ENOSPC error behind e, following Ray's .cause and Python's __cause__/__context__ chains."""
+    for _ in range(16):
+        if e is None:
+            return None
+        if isinstance(e, OSError) and e.errno == errno.ENOSPC:
+            return e
+        e = getattr(e, "cause", None) or e.__cause__ or e.__context__
+    return None
 
 
 def one_line_thread_errors(out: Path) -> None:

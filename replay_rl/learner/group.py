@@ -49,7 +49,7 @@ class LearnerGroup:
             await_start({r.setup.remote(*ray.get(address)): f"learner rank {i}" for i, r in enumerate(self.ranks)},
                         deadline, bound_s)
             # kept for the line that names a rank that stops answering (paused, wedged): where to look at it
-            self.pids = ray.get([r.pid.remote() for r in self.ranks], timeout=bound_s)
+            self.pids = ray.get([r.pid.remote() for r in self.ranks], timeout=max(1.0, deadline - time.monotonic()))
         except BaseException:
             self.shutdown()  # nothing is left holding its CPUs or GPUs, or waiting in the rendezvous
             raise

@@ -107,4 +107,7 @@ class LearnerRankImpl:
                 "publish_gather_s": handle.gather_s, "publish_send_s": handle.send_s, "publish_probe_s": probe_s}
 
 
+# a concurrency group makes the actor threaded: its other methods run on one thread of their own, not the main
+# thread (Ray #54639), so code here must not install signal handlers; one default thread keeps CUDA's per-thread
+# device and DeepSpeed's state on one thread
 LearnerRank = ray.remote(max_restarts=0, concurrency_groups={"probe": 1})(LearnerRankImpl)

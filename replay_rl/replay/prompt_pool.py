@@ -7,6 +7,7 @@ prompt never enters it. The pool is not checkpointed: a replaced or resumed gene
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from typing import Any, Protocol, Sequence
 
@@ -51,38 +52,50 @@ class PromptReplay:
     rewards differ; the pool serves first the prompts nearest a 50% pass rate (the largest spread of rewards), then
     the least visited, then the oldest. A prompt leaves when it is drawn, and comes back only if its new group
     still differs (a prompt all solved or all failed graduates) and it was drawn fewer than max_visits times. A full
-    pool admits a prompt in place of its lowest-spread one, if the newcomer's is higher."""
+    pool admits a prompt in place of its lowest-spread one, if the newcomer's is higher. Prompts are told apart by
+    their key: a dataset task hands out the same problem again, which must update its entry, not add a copy."""
 
     def __init__(self, task, share: float, capacity: int, max_visits: int) -> None:
         self.task, self.share, self.capacity, self.max_visits = task, share, capacity, max_visits
-        self.pool: list[_Entry] = []
-        self._out: dict[int, _Entry] = {}  # id(problem) -> its entry, for the problems drawn and not yet observed
+        self.pool: dict[str, _Entry] = {}
+        self._out: dict[str, _Entry] = {}  # drawn from the pool and not yet observed, by key
         self._admitted = self.replayed = 0
 
     def draw(self, n: int, rng: np.random.Generator) -> list[Any]:
-        self.pool.sort(key=lambda e: (-e.spread, e.visits, e.order))
-        k = min(len(self.pool), int(self.share * n))
-        taken, self.pool = self.pool[:k], self.pool[k:]
-        self._out |= {id(e.problem): e for e in taken}
+        k = min(len(self.pool), replayed_per_call(self.share, n))
+        taken = sorted(self.pool.values(), key=lambda e: (-e.spread, e.visits, e.order))[:k]
+        for e in taken:
+            self._out[e.problem.key] = self.pool.pop(e.problem.key)
         self.replayed += k
         return [e.problem for e in taken] + (self.task.sample_train(n - k, rng) if n > k else [])
 
     def observe(self, problems: Sequence[Any], rewards: Sequence[Sequence[float]]) -> None:
         for problem, group in zip(problems, rewards):
-            before = self._out.pop(id(problem), None)
-            visits = before.visits + 1 if before else 0
             spread = float(np.std(np.nan_to_num(np.asarray(group, float))))
-            if spread > 0 and visits < self.max_visits:
-                self._admit(_Entry(problem, spread, visits, before.order if before else self._admitted))
-                self._admitted += before is None
+            if (drawn := self._out.pop(problem.key, None)) is not None:  # generated again from the pool
+                drawn.spread, drawn.visits = spread, drawn.visits + 1
+                if spread > 0 and drawn.visits < self.max_visits:
+                    self._admit(drawn)
+            elif (pooled := self.pool.get(problem.key)) is not None:  # drawn fresh while in the pool
+                pooled.spread = spread
+                if spread == 0:
+                    del self.pool[problem.key]
+            elif spread > 0:
+                self._admitted += 1
+                self._admit(_Entry(problem, spread, 0, self._admitted))
 
     def _admit(self, entry: _Entry) -> None:
         if len(self.pool) >= self.capacity:
-            lowest = min(self.pool, key=lambda e: (e.spread, -e.order))
+            lowest = min(self.pool.values(), key=lambda e: (e.spread, -e.order))
             if lowest.spread >= entry.spread:
                 return
-            self.pool.remove(lowest)
-        self.pool.append(entry)
+            del self.pool[lowest.problem.key]
+        self.pool[entry.problem.key] = entry
+
+
+def replayed_per_call(share: float, prompts_per_call: int) -> int:
+    """The most prompts a call takes from the pool (a hair's tolerance: 0.29 of 100 is 29, not 28)."""
+    return math.floor(share * prompts_per_call + 1e-9)
 
 
 def prompt_source(task, prompt_replay) -> PromptSource:

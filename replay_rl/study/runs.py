@@ -52,7 +52,7 @@ def load_run(cfg: RunConfig) -> dict:
             # GRPO learns nothing from a group whose rewards are all equal: the trained rows' share, the fresh
             # groups' (cumulative), and where each step sits on the compute axis (issue 43's measure-first)
             "train_compute": col(trains, "ledger/compute"),
-            "zero_variance_share": col(trains, "batch/zero_variance_share"),
+            "zero_variance_share": [r.get("batch/zero_variance_share") for r in trains],  # absent before 33dc033
             "zero_variance_share_fresh": [r.get("ledger/zero_variance_share_fresh") for r in trains],
             "pass_at_k": pass_at_k_curves(evals),
             "model_sha256": model_checksum(cfg.model.start_from), "seed": cfg.run.seed,

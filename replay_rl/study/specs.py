@@ -59,8 +59,8 @@ def fresh_capacity_floor(cfg: RunConfig) -> int:
 def run_specs(preset: dict, base: list[str], out: Path, config: str | None = None) -> list[tuple[str, int, RunConfig]]:
     """(config name, seed, RunConfig) for every run, baseline first, each at every learning rate of its row.
     Replay gets the baseline's compute budget; a preset's "budget_multiple" runs every side that many times its
-    steps from step 0, at the same eval spacing (the budget "extend" reaches by resuming). A run's folder is out/NAME/lr{LR}/seed{S} (out/NAME/seed{S} when the
-    preset keeps the config's LR). `config` is the task's YAML (None: the embedded default)."""
+    steps from step 0, at the same eval spacing (the budget "extend" reaches by resuming). A run's folder is
+    out/NAME/lr{LR}/seed{S} (out/NAME/seed{S} when the preset keeps the config's LR). `config` is the task's YAML (None: the embedded default)."""
     probe = RunConfig.load(config, base)
     b, steps, every = probe.learner.batch_size, preset["steps"], preset["eval_every"]
     times = preset.get("budget_multiple", 1)

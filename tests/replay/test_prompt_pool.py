@@ -1,6 +1,8 @@
 """Tier 0: prompt replay's pool (generation.prompt_replay) on the real arithmetic task: what it admits, what it
 serves first, when a prompt leaves, and that the rest of a call stays fresh."""
 
+import json
+
 import numpy as np
 import pytest
 
@@ -53,9 +55,7 @@ def test_a_full_pool_keeps_the_prompts_nearest_a_half():
     p, rng = pool(capacity=2), np.random.default_rng(3)
     problems = p.draw(3, rng)
     p.observe(problems, [[1, 0, 0, 0], [1, 1, 0, 0], [1, 1, 1, 0]])  # spreads 0.43, 0.5, 0.43
-    kept = {id(e.problem) for e in p.pool}
-    assert len(kept) == 2 and id(problems[1]) in kept  # the oldest of the two equal ones stays
-    assert id(problems[0]) in kept
+    assert set(p.pool) == {problems[0].key, problems[1].key}  # of the two equal ones, the oldest stays
 
 
 def test_no_eval_prompt_enters_the_pool():
@@ -64,7 +64,23 @@ def test_no_eval_prompt_enters_the_pool():
         drawn = p.draw(8, rng)
         p.observe(drawn, [[1, 0]] * len(drawn))
     held_out = {q.prompt for q in TASK.eval_problems()}
-    assert p.pool and not {e.problem.prompt for e in p.pool} & held_out
+    assert p.pool and not {e.problem.prompt for e in p.pool.values()} & held_out
+
+
+def test_a_dataset_task_that_hands_out_the_same_problem_again_keeps_one_entry_per_prompt(tmp_path):
+    """A dataset task returns its cached rows, drawn with replacement: the pool must count visits per prompt, not
+    admit a copy each time a pooled prompt is drawn fresh."""
+    rows = [{"question": f"What is {i}+1?", "answer": str(i + 1)} for i in range(3)]
+    (tmp_path / "train.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    (tmp_path / "test.jsonl").write_text(json.dumps({"question": "What is 9+1?", "answer": "10"}) + "\n")
+    task = make_task(RunConfig.load(None, ["task.type=dataset", f"task.path={tmp_path / 'train.jsonl'}",
+                                           f"task.eval_path={tmp_path / 'test.jsonl'}"]).task, 0)
+    p, rng = PromptReplay(task, share=0.5, capacity=256, max_visits=2), np.random.default_rng(0)
+    for _ in range(30):
+        drawn = p.draw(4, rng)
+        p.observe(drawn, [[1, 0]] * len(drawn))  # every group mixed
+    assert len(p.pool) <= 3 and all(e.visits < 2 for e in p.pool.values())
+    assert p.replayed <= 30 * 2
 
 
 def test_the_config_picks_the_source_and_refuses_a_share_under_one_prompt():
