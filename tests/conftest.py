@@ -48,9 +48,9 @@ def make_ray_token() -> None:
 # The files that hold most of the suite's time, heaviest first (the slowest-20 list of the last full run): under
 # --dist loadfile a worker takes a whole file, so these start first and the short files fill in around them;
 # xdist's default order (most tests first) left them for the end, where one worker ran on alone.
-HEAVY_FIRST = ("tests/test_cluster_submit.py", "tests/test_faults.py", "tests/test_fault_soak.py",
-               "tests/test_trainer_runs.py", "tests/learner/test_learner_group.py", "tests/test_pretrained.py",
-               "tests/test_trainer_signals.py")
+HEAVY_FIRST = ("tests/test_cluster_submit.py", "tests/driver/test_faults.py", "tests/test_fault_soak.py",
+               "tests/test_trainer_runs.py", "tests/learner/test_learner_group.py", "tests/models/test_pretrained.py",
+               "tests/driver/test_trainer_signals.py")
 
 
 def pytest_collection_modifyitems(config, items):

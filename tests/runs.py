@@ -1,5 +1,5 @@
 """run_cfg: the config of an end-to-end test run on the warm-started tiny model (tests/test_trainer_runs.py,
-tests/test_reuse_rules.py, the session's checkpointed run); copy_run: a run folder copied to be used as one's own."""
+tests/replay/test_reuse_rules.py, the session's checkpointed run); copy_run: a run folder copied to be used as one's own."""
 
 import shutil
 from pathlib import Path

@@ -1,4 +1,4 @@
-"""Stand-in roles for the driver's tests (tests/test_deadlines.py, tests/test_supervision.py): actors that answer
+"""Stand-in roles for the driver's tests (tests/driver/test_deadlines.py, tests/driver/test_supervision.py): actors that answer
 every role's calls at once, late, or with an error, and Roles built of them. Fixtures: stand_ins, stand_in_roles."""
 
 import os

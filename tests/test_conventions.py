@@ -105,6 +105,13 @@ def test_every_room_has_a_layer():
     assert rooms - {"__init__"} == set(LAYERS)
 
 
+def test_every_package_room_has_its_test_folder():
+    """Tests mirror the package: a room's tests are in tests/<room>/ (the rest, at the top, exercise the system)."""
+    rooms = sorted(p.name for p in PACKAGE.iterdir() if (p / "__init__.py").exists())
+    missing = [room for room in rooms if not list((ROOT / "tests" / room).glob("test_*.py"))]
+    assert not missing, f"rooms without tests/<room>/test_*.py: {missing}"
+
+
 @pytest.mark.parametrize("path", sorted(PACKAGE.rglob("*.py")), ids=lambda p: str(p.relative_to(ROOT)))
 def test_no_upward_import(path):
     room = path.relative_to(PACKAGE).parts[0].removesuffix(".py")

@@ -6,7 +6,7 @@ does, so `recharge` re-prices a run's counts at another μ and one set of baseli
 
 Compute saved (`compare`): a side (baseline or config) is {label: seeds' curves}, a label being e.g. a learning
 rate, seeds matched by position across labels. The estimator, chosen by the simulation in
-tests/test_study_estimator.py among the candidates that benchmarks/estimator_choice.py compares:
+tests/analysis/test_study_estimator.py among the candidates that benchmarks/estimator_choice.py compares:
 1. each seed's curve is made monotone by isotonic regression (`isotonic`: the least-squares non-decreasing fit),
    which pools the noise of a flat top instead of keeping its highest eval; a running max (of the raw evals, or
    after a ±2-eval mean, the estimator until issue 42) lifts the noisier side, and on the 3× runs' long flat top

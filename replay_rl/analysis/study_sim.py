@@ -1,4 +1,4 @@
-"""Studies with a known truth, to choose and check the compute-saved estimator (tests/test_study_estimator.py,
+"""Studies with a known truth, to choose and check the compute-saved estimator (tests/analysis/test_study_estimator.py,
 benchmarks/estimator_choice.py): each side's seeds read true accuracy curves at the study's eval grid, plus eval
 noise of a chosen size per side and a seed-to-seed spread in learning speed. The config's truth is the baseline's
 stretched in compute, so a true saving s holds at every accuracy: cfg(c) = base(c / (1 − s)).

@@ -1,5 +1,5 @@
 """A run's K_inf against the emulated pace's budget, as its metrics rows show it: the check the fault tests
-(tests/test_faults.py) and the fault soak (benchmarks/fault_soak.py) make after a fault, a restore or a resume."""
+(tests/driver/test_faults.py) and the fault soak (benchmarks/fault_soak.py) make after a fault, a restore or a resume."""
 
 from __future__ import annotations
 

@@ -10,7 +10,7 @@ import pytest
 
 from replay_rl.config import RunConfig
 
-ROOT = Path(__file__).parents[1]
+ROOT = Path(__file__).parents[2]
 ROWS = ROOT / "benchmarks" / "results" / "smollm2_learn" / "temperature_rows.jsonl"
 
 

@@ -9,7 +9,7 @@ import pytest
 
 from replay_rl.analysis.study import Curve, compare, recharge
 
-ROOT = Path(__file__).parents[1]
+ROOT = Path(__file__).parents[2]
 
 
 def c(points):

@@ -13,7 +13,7 @@ from replay_rl.metrics import read_metrics
 from replay_rl.driver.trainer import train
 
 pytestmark = [pytest.mark.slow, pytest.mark.ray, pytest.mark.deepspeed]
-ROOT = Path(__file__).parents[1]
+ROOT = Path(__file__).parents[2]
 
 
 def test_smollm2_preset_runs_three_steps_and_its_logprobs_agree(ray_cluster, tmp_path_factory):

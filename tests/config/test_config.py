@@ -4,7 +4,7 @@ import pytest
 
 from replay_rl.config import ConfigError, RunConfig
 
-CONFIGS = sorted(Path(__file__).parents[1].joinpath("configs").glob("*.yaml"))
+CONFIGS = sorted(Path(__file__).parents[2].joinpath("configs").glob("*.yaml"))
 
 
 @pytest.mark.parametrize("path", CONFIGS, ids=lambda p: p.name)

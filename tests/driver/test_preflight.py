@@ -12,7 +12,7 @@ import pytest
 from replay_rl.driver.checkpoints import commit, latest_checkpoint, resolve_resume, staging_dir
 from replay_rl.metrics import MetricsSink, read_metrics
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def cli(*args, timeout=60):

@@ -1,5 +1,5 @@
 """Tier 1: the driver's per-step stats call finds hung roles, with stand-in actors (a paused shard and generator are
-stand-ins whose stats calls answer late; the recoveries themselves run in tests/test_faults.py)."""
+stand-ins whose stats calls answer late; the recoveries themselves run in tests/driver/test_faults.py)."""
 
 import time
 

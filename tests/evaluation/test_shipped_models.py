@@ -18,7 +18,7 @@ from replay_rl.models.hf_folder import load_tokenizer
 from replay_rl.models.shipped import read_manifest, shipped_models
 from replay_rl.tasks import make_task
 
-ROOT = Path(__file__).parents[1]
+ROOT = Path(__file__).parents[2]
 CONFIGS = {"arith2-warm-330": "configs/tiny_cpu.yaml", "countdown-warm-350": "configs/tiny_cpu_countdown.yaml"}
 
 
