@@ -235,45 +235,30 @@ def probe(config: Optional[Path] = ConfigOpt, set_: Optional[List[str]] = SetOpt
     with _config_errors_exit_2():
         check_model(cfg)
         check_task(cfg)
-    from replay_rl.probe.run import ProbeTimeout, probe as run
-    from replay_rl.probe.report import table
-
     try:
         settings = ProbeSettings(time_limit_s=time_limit, horizon=horizon, points=points, every=every,
                                  fresh_groups=fresh_groups, seed=seed)
     except ValidationError as e:
         typer.echo(f"probe: {e.errors()[0]['loc'][0]}: {e.errors()[0]['msg']}", err=True)
         raise typer.Exit(2) from None
-    folder, same = out or Path(cfg.run.output_dir) / "probe", (None if config is None else str(config), set_ or [])
-    if pilot and (folder / "probe.json").is_file():  # the pilot on the probe already measured here
-        result = json.loads((folder / "probe.json").read_text())
-        if (result.get("config"), result.get("overrides")) != same:
-            typer.echo(f"probe --pilot: {folder / 'probe.json'} was measured with other -c/-s: pass the same ones, "
-                       "or another --out to probe this config first", err=True)
-            raise typer.Exit(2)
-    else:
-        try:
-            result, paths = run(cfg, settings, folder, config, set_ or [], log=lambda msg: typer.echo(msg, err=True))
-        except ProbeTimeout as e:
-            typer.echo(str(e), err=True)
-            raise typer.Exit(1) from None
-        typer.echo(table(result))
-        typer.echo("files: " + ", ".join(str(p) for p in paths))
-    if pilot:
+    from replay_rl.probe.main import run_probe
+    from replay_rl.probe.pilot import ArmFailed
+
+    driver = None
+    if pilot:  # Ray and DeepSpeed, only for the pilot's runs
         from replay_rl.driver.session import connect
         from replay_rl.driver.trainer import train
-        from replay_rl.probe.pilot import ArmFailed, pilot as run_pilot
-        with _config_errors_exit_2():  # an N or lr the config refuses; a failed run: one line, exit 1
-            try:
-                run_pilot(cfg, *same, result, folder / "pilot", max_capacity, pilot_steps, plan_only, typer.echo,
-                          lambda msg: typer.echo(msg, err=True), driver=(connect, train))
-            except ArmFailed as e:  # the same command goes on from the finished arms
-                _exit_with_one_line(e.cause, e.arm.cfg.run.output_dir, f"probe --pilot: run {e} failed")
-        return
-    from replay_rl.probe.status import EXIT_CODES
+        driver = (connect, train)
 
-    if result["status"]["status"] != "ok":  # no recommendation: a script must not take the table for one
-        raise typer.Exit(EXIT_CODES[result["status"]["status"]])
+    with _config_errors_exit_2():  # an N or lr the config refuses; a failed pilot run: one line, exit 1
+        try:
+            code = run_probe(cfg, settings, out or Path(cfg.run.output_dir) / "probe", config, set_ or [],
+                             pilot=pilot, max_capacity=max_capacity, pilot_steps=pilot_steps, plan_only=plan_only,
+                             say=typer.echo, warn=lambda msg: typer.echo(msg, err=True), driver=driver)
+        except ArmFailed as e:  # the same command goes on from the finished arms
+            _exit_with_one_line(e.cause, e.arm.cfg.run.output_dir, f"probe --pilot: run {e} failed")
+    if code:
+        raise typer.Exit(code)
 
 
 @app.command(context_settings={"allow_extra_args": True, "ignore_unknown_options": True, "help_option_names": []})
