@@ -159,5 +159,9 @@ PRESETS: dict[str, dict] = {
              "lrs": (1e-4, 2e-4)},
 }
 # the study runs one generator actor and one learner rank: on 2 cores that wastes least; the emulated W/T is
-# set by cluster.emulate, which is all the pacing and accounting read
-STUDY_BASE = ["cluster.generators=1", "cluster.learners=1", "replay.sample_timeout_s=600", "run.checkpoint_every=null"]
+# set by cluster.emulate, which is all the pacing and accounting read. A role that dies restarts the run's roles up
+# to twice (from step 0: study runs keep no checkpoint but their last, which would change when ranks draw ahead)
+# rather than fail the trial and, with it, an unattended phase (issue 44); a run that restarted says so in its
+# ledger (ledger/run_restarts)
+STUDY_BASE = ["cluster.generators=1", "cluster.learners=1", "replay.sample_timeout_s=600", "run.checkpoint_every=null",
+              "run.max_restarts=2"]

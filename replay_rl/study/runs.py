@@ -59,7 +59,8 @@ def load_run(cfg: RunConfig) -> dict:
             "overlap_prev": [r.get("buffer/overlap_prev") for r in trains], "age_mean": col(trains, "batch/age_mean"),
             "clip_fraction": col(trains, "batch/clip_fraction"), "ratio_mean": col(trains, "batch/ratio_mean"),
             "replay_ratio": hist["replay_ratio"], "age_hist": hist["age_hist"], "reuse_hist": hist["reuse_hist"],
-            "since_last_use_hist": hist["since_last_use_hist"], "wall_s": trains[-1]["ledger/wall_s"]}
+            "since_last_use_hist": hist["since_last_use_hist"], "wall_s": trains[-1]["ledger/wall_s"],
+            "run_restarts": trains[-1].get("ledger/run_restarts", 0)}  # STUDY_BASE's run.max_restarts used
 
 
 def committed_runs(out: Path) -> dict[tuple[str, float], list[dict]]:

@@ -73,6 +73,7 @@ def test_every_preset_builds_valid_run_configs(preset, tmp_path):
         testbed = RunConfig.load(TASKS[task], []).task  # smollm2's is arithmetic, asked in words
         assert {cfg.task.model_dump_json() for _, _, cfg in specs} == {testbed.model_dump_json()}
         check_specs(specs, p, BASELINE)
+        assert {cfg.run.max_restarts for _, _, cfg in specs} == {2}  # a death restarts the run, not fails the trial
 
 
 def test_the_replication_preset_holds_its_plans_budget(tmp_path):
