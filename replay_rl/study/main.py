@@ -29,8 +29,11 @@ import sys
 import time
 from pathlib import Path
 
+import yaml
+
 from replay_rl.config import ConfigError
 from replay_rl.study.markdown import tasks_markdown
+from replay_rl.study.preset_schema import validated
 from replay_rl.study.presets import PRESETS, STUDY_BASE
 from replay_rl.study.progress import Progress
 from replay_rl.study.report import front_page, kept_wall, report_one, strict_json
@@ -40,7 +43,8 @@ from replay_rl.study.specs import TASKS, absolute, run_specs, task_presets
 
 def parse(argv: list[str] | None) -> argparse.Namespace:
     ap = argparse.ArgumentParser(prog="replay-rl study", description=__doc__.split("\n")[0])
-    ap.add_argument("--preset", default="quick", choices=sorted(PRESETS))
+    ap.add_argument("--preset", default="quick", help=f"one of {', '.join(sorted(PRESETS))}, or a preset file of "
+                    "your own (PATH.yaml, as replay_rl/study/preset_files/ holds them)")
     ap.add_argument("--out", default="runs/bench/compute_saved")
     ap.add_argument("--task", action="append", choices=sorted(TASKS),
                     help="run only this task (repeatable; default: every task the preset names)")
@@ -60,8 +64,8 @@ def parse(argv: list[str] | None) -> argparse.Namespace:
     if args.max_concurrent is not None and args.max_concurrent < 1:
         ap.error("--max-concurrent: at least 1")
     try:
-        args.presets = task_presets(PRESETS[args.preset], args.task)
-    except ValueError as e:
+        args.presets = task_presets(preset_named(args.preset), args.task)
+    except (ValueError, ConfigError) as e:
         ap.error(str(e))
     keep = set(args.configs.split(",")) if args.configs else None
     rows = {n for p in args.presets.values() for g in ("configs", "sensitivity") for n in p[g]}
@@ -69,6 +73,16 @@ def parse(argv: list[str] | None) -> argparse.Namespace:
         ap.error(f"--configs: {sorted(keep - rows)} not in preset {args.preset!r}; choose from {sorted(rows)}")
     args.keep = keep
     return args
+
+
+def preset_named(name: str) -> dict:
+    """A packaged preset by name, or a preset file by its path."""
+    if name in PRESETS:
+        return PRESETS[name]
+    path = Path(name)
+    if path.suffix not in (".yaml", ".yml") or not path.is_file():
+        raise ValueError(f"--preset {name!r}: choose from {sorted(PRESETS)}, or give a preset file (PATH.yaml)")
+    return validated(path.name, yaml.safe_load(path.read_text()))
 
 
 def plans_of(args: argparse.Namespace, out: Path) -> dict[str, tuple[dict, list[str], list]]:

@@ -175,3 +175,21 @@ def test_a_task_the_preset_does_not_name_is_refused():
 
     with pytest.raises(ValueError, match="this preset runs"):
         task_presets(PRESETS["quick"], ["countdown"])
+
+
+def test_a_preset_file_with_a_typo_or_a_wrong_type_is_one_line_naming_the_file_and_the_field():
+    from replay_rl.config import ConfigError
+    from replay_rl.study.preset_schema import validated
+    from replay_rl.study.presets import FILES
+
+    import yaml
+
+    good = yaml.safe_load((FILES / "quick.yaml").read_text())
+    with pytest.raises(ConfigError, match=r"^study preset quick.yaml: sead: Extra inputs are not permitted$"):
+        validated("quick.yaml", good | {"sead": 3})
+    rows = {"replay_53_N10B": good["configs"]["replay_53_N10B"] | {"w": "five"}}
+    with pytest.raises(ConfigError, match=r"^study preset quick.yaml: configs.replay_53_N10B.w: Input should be a "):
+        validated("quick.yaml", good | {"configs": rows})
+    # a task's part is checked as the preset it makes there
+    with pytest.raises(ConfigError, match=r"^study preset quick.yaml: seeds: Input should be greater than or equal"):
+        validated("quick.yaml", good | {"tasks": {"countdown": {"seeds": 0}}})

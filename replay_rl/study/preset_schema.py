@@ -1,0 +1,76 @@
+"""What a study preset (replay_rl/study/presets/NAME.yaml) may say, validated when it is read: a typo or a wrong type
+is one line naming the file and the field, before any run starts."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from replay_rl.config import ConfigError
+
+
+class _Section(BaseModel):
+    model_config = ConfigDict(extra="forbid", use_attribute_docstrings=True)
+
+
+class Row(_Section):
+    w: int = Field(ge=1)
+    """W: the emulated cluster's generators."""
+    t: int = Field(ge=1)
+    """T: its trainers; replay runs get (1 + μ) / (1 + W/T) times the baseline's steps, the same compute."""
+    mu: float = Field(gt=0)
+    """μ: the cost of generating a batch over the cost of training on it."""
+    n: str
+    """The buffer size rule (study/specs.capacity_for): horizon, probe, B, B+R, or kB (k batches, e.g. 10B)."""
+    overrides: list[str] = []
+    """Dotted config overrides of this row (the rule it tests)."""
+    lrs: list[float] | None = None
+    """Its learning rates (null: the preset's `lrs`)."""
+    seeds: int | None = None
+    """Its seeds per LR, at most the preset's (null: the preset's)."""
+
+
+class Preset(_Section):
+    description: str
+    """What the preset runs and why, with the issue or page it answers."""
+    steps: int = Field(ge=1)
+    """The baseline's learner steps (replay rows: the same compute)."""
+    budget_multiple: int = Field(1, ge=1)
+    """Every run goes this many times its steps from step 0, at the same eval spacing."""
+    eval_every: int = Field(ge=1)
+    """The baseline's eval spacing in steps (replay rows: the same compute)."""
+    seeds: int = Field(ge=1)
+    """Seeds per config and LR."""
+    first_seed: int = Field(0, ge=0)
+    """The first seed: a check out of sample uses seeds the study it checks did not."""
+    extend: int | None = Field(None, ge=1)
+    """Then extend each side's `extend_best` LRs to this many times their steps, from their final checkpoints."""
+    extend_best: int | None = Field(None, ge=1)
+    """How many of each side's LRs (by smoothed final pass@1) are extended."""
+    configs: dict[str, Row]
+    """The replay rows, by name."""
+    sensitivity: dict[str, Row] = {}
+    """Rows at `sensitivity_seeds` seeds (a sensitivity to μ, a sampler): reported apart."""
+    sensitivity_seeds: int = Field(0, ge=0)
+    """Seeds of the sensitivity rows."""
+    set: list[str] = []
+    """Dotted overrides of every run."""
+    lrs: list[float | None]
+    """The baseline's LRs, and a row's without its own (null: the task config's)."""
+    tasks: dict[str, dict[str, Any]] = {"arithmetic": {}}
+    """Each task it runs (arithmetic, countdown, smollm2), with the keys above that it replaces there."""
+
+
+def validated(name: str, data: dict) -> dict:
+    """The preset as the study reads it (a dict), each task's version validated too; ConfigError in one line."""
+    try:
+        preset = Preset.model_validate(data).model_dump(exclude={"description"})
+        for task, part in preset["tasks"].items():  # each task's keys, as complete as the preset's own
+            merged = Preset.model_validate({"description": "", **preset, **part, "tasks": {}}).model_dump()
+            preset["tasks"][task] = {key: merged[key] for key in part}
+    except ValidationError as e:
+        err = e.errors()[0]
+        where = ".".join(str(x) for x in err["loc"])
+        raise ConfigError(f"study preset {name}: {where}: {err['msg']}") from None
+    return preset
