@@ -121,6 +121,26 @@ def test_no_upward_import(path):
     assert not upward, f"{room} imports {sorted(upward)}, a room at its layer or above"
 
 
+def test_no_untyped_roles_parameter():
+    """The driver's phases take `roles` typed (issue 45): an untyped one hid a circle of calls the imports did not show
+    and no IDE could follow."""
+    for path in (PACKAGE / "driver").glob("*.py"):
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                for arg in node.args.args + node.args.kwonlyargs:
+                    assert arg.arg != "roles" or arg.annotation is not None, f"{path}:{node.lineno} {node.name}(roles)"
+
+
+def test_no_type_checking_only_import_of_a_private_name():
+    """An import under `if TYPE_CHECKING:` names public things: a private one would be a dependency in disguise."""
+    for path in PACKAGE.rglob("*.py"):
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.If) and ast.unparse(node.test) == "TYPE_CHECKING":
+                for imp in (n for n in ast.walk(node) if isinstance(n, (ast.Import, ast.ImportFrom))):
+                    private = [a.name for a in imp.names if a.name.split(".")[-1].startswith("_")]
+                    assert not private, f"{path}:{imp.lineno} imports {private} only for type checking"
+
+
 def test_no_implementation_inheritance():
     """Classes compose (torchtune's rule): a base is a Protocol, an exception, or a config section's schema."""
     for path in PACKAGE.rglob("*.py"):

@@ -8,6 +8,7 @@ from __future__ import annotations
 import json
 import sys
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import ray
 
@@ -18,8 +19,12 @@ from replay_rl.sync.base import WeightsGone
 from replay_rl.driver.failures import RunFailed
 from replay_rl.driver.supervision import Phase, numbered, publish_blame
 
+if TYPE_CHECKING:  # for the reader and the IDE: at run time it would import in a circle, or bring Ray early
+    from replay_rl.driver.roles import Roles
 
-def checkpoint(roles, out: Path, step: int, ledger) -> Path:
+
+
+def checkpoint(roles: Roles, out: Path, step: int, ledger) -> Path:
     """Learner state and buffer snapshot of the same step, staged and then renamed into place, within
     run.checkpoint_timeout_s."""
     r = roles.cfg.run
@@ -35,7 +40,7 @@ def checkpoint(roles, out: Path, step: int, ledger) -> Path:
     return commit(staging, checkpoint_dir(out, step), hashed)
 
 
-def resume(roles, path: str | Path, ledger) -> int:
+def resume(roles: Roles, path: str | Path, ledger) -> int:
     """Every role from a checkpoint, within run.resume_timeout_s: learner state, the shards' buffers, where the
     generators go on in the pace, and the resumed weights on every generator before it generates."""
     path, cfg = Path(path), roles.cfg
@@ -68,7 +73,7 @@ def resume(roles, path: str | Path, ledger) -> int:
     return step
 
 
-def publish(roles, version: int, for_eval: bool = False) -> dict[str, float]:
+def publish(roles: Roles, version: int, for_eval: bool = False) -> dict[str, float]:
     """learners.publish within sync.timeout_s, its failure named: a paused weight board holds rank 0's put, and under
     sync.type=nccl a generator that dies or hangs mid-broadcast fails or holds rank 0's send; the line names that
     role, not the symptom."""
@@ -78,7 +83,7 @@ def publish(roles, version: int, for_eval: bool = False) -> dict[str, float]:
     return roles.learners.publish(version=version, for_eval=for_eval, gather=phase.of(publishers(roles)))
 
 
-def start_eval(roles, step: int, ledger_row: dict) -> list[tuple[int, dict]]:
+def start_eval(roles: Roles, step: int, ledger_row: dict) -> list[tuple[int, dict]]:
     """Publish the current weights to the evaluator's own board and score them there while learning goes on.
     The previous eval is finished first (the board holds one version); returns the rows finished by then."""
     rows = finished_evals(roles, wait=True)
@@ -87,7 +92,7 @@ def start_eval(roles, step: int, ledger_row: dict) -> list[tuple[int, dict]]:
     return rows
 
 
-def finished_evals(roles, wait: bool = False) -> list[tuple[int, dict]]:
+def finished_evals(roles: Roles, wait: bool = False) -> list[tuple[int, dict]]:
     """The (step, eval row) of the eval in flight once it is done; [] while it runs (unless wait: then within
     run.eval_timeout_s)."""
     if roles.pending_eval is None or not (wait or ray.wait([roles.pending_eval[2]], timeout=0)[0]):
@@ -107,31 +112,31 @@ def finished_evals(roles, wait: bool = False) -> list[tuple[int, dict]]:
     return [(step, {f"eval/{k}": v for k, v in scores.items()} | ledger_row)]
 
 
-def recovered(roles, refs: list, names: list[str], what: str) -> list:
+def recovered(roles: Roles, refs: list, names: list[str], what: str) -> list:
     """The answers of calls that wait on roles just recovered in place (a shard restarting from its live snapshot
     answers the call it missed; the generator reports forget a replaced generator), within run.recovery_timeout_s."""
     r = roles.cfg.run
     return Phase(roles, f"recovery of {what}", r.recovery_timeout_s, "run.recovery_timeout_s").wait(refs, names)
 
 
-def ranks(roles) -> list[str]:
+def ranks(roles: Roles) -> list[str]:
     return numbered("learner rank", len(roles.learners.ranks))
 
 
-def shards(roles) -> list[str]:
+def shards(roles: Roles) -> list[str]:
     return numbered("replay shard", len(roles.replay.shards))
 
 
-def generators(roles) -> list[str]:
+def generators(roles: Roles) -> list[str]:
     return numbered("generator", len(roles.slots))
 
 
-def publishers(roles) -> list[str]:
+def publishers(roles: Roles) -> list[str]:
     """The ranks a publish calls (LearnerGroup.publish): every rank under ZeRO-3, whose buckets they gather."""
     return ranks(roles) if roles.cfg.learner.zero_stage == 3 else ["learner rank 0"]
 
 
-def credit_restart(roles, i: int) -> None:
+def credit_restart(roles: Roles, i: int) -> None:
     """Send shard i, killed to restart in place, the calls each generator has started (read after the kill: a call
     whose rollouts it lost is never missed), its restore credit. Not waited on; with no answer from the reports in
     run.hung_probe_s the shard keeps the pace's allowance, which may serve a few batches early, never late."""

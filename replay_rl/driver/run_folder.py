@@ -20,11 +20,16 @@ import time
 import uuid
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from replay_rl.driver.checkpoints import (STATE_FILE, CheckpointRefused, checkpoint_dir, clean_stale, is_checkpoint,
                                           resolve_resume, staging_dir, verify)
 from replay_rl.config import ConfigError, RunConfig
 from replay_rl.driver.trackers import LOCAL_STORES
+
+if TYPE_CHECKING:  # for the reader and the IDE: at run time it would import in a circle, or bring Ray early
+    from replay_rl.driver.roles import Roles
+
 
 RUN_FILE = "run.json"
 LOCK_FILE = ".run.lock"
@@ -194,7 +199,7 @@ def latest_own_checkpoint(out: Path, run_id: str) -> Path | None:
     return None
 
 
-def save_checkpoint(roles, out: Path, step: int, ledger, run_id: str | None) -> Path:
+def save_checkpoint(roles: Roles, out: Path, step: int, ledger, run_id: str | None) -> Path:
     """roles.checkpoint, with the run id staged first so that it is committed with the checkpoint in one rename
     (roles.checkpoint adds to the staging folder and renames it whole)."""
     staging = staging_dir(out, step)
@@ -225,7 +230,7 @@ def prune_checkpoints(out: Path, run_id: str | None, keep: int | None) -> list[P
     return gone
 
 
-def final_checkpoint(roles, out: Path, step: int, ledger, run_id: str | None, saved: Path | None) -> Path:
+def final_checkpoint(roles: Roles, out: Path, step: int, ledger, run_id: str | None, saved: Path | None) -> Path:
     """The end state: the checkpoint this attempt saved or resumed from at `step` (`saved`) where there is one,
     else a new save. One of that step that is merely on disk may be another run's, or this run's from before a
     resume to an earlier step: kept, it would be handed out as the final model."""

@@ -6,7 +6,7 @@ the newest checkpoint (run.max_restarts). Ray's own text ("The actor is dead bec
 from __future__ import annotations
 
 import time
-from typing import Callable
+from typing import TYPE_CHECKING, Callable
 
 import ray
 from ray.exceptions import RayActorError
@@ -14,8 +14,12 @@ from ray.exceptions import RayActorError
 from replay_rl.driver.failures import RunFailed
 from replay_rl.driver.health import NoAnswer, one_line, probe_all
 
+if TYPE_CHECKING:  # for the reader and the IDE: at run time it would import in a circle, or bring Ray early
+    from replay_rl.driver.roles import Roles
 
-def role_names(roles) -> dict[str, str]:
+
+
+def role_names(roles: Roles) -> dict[str, str]:
     """Actor id (hex) -> the role it plays, as failure and restart lines name it."""
     named = {f"generator {i}": s.actor for i, s in enumerate(roles.slots)}
     named |= {f"replay shard {i}": s for i, s in enumerate(roles.replay.shards)}
@@ -25,7 +29,7 @@ def role_names(roles) -> dict[str, str]:
     return {a._actor_id.hex(): name for name, a in named.items() if a is not None}
 
 
-def dead_role(e: BaseException, roles) -> str | None:
+def dead_role(e: BaseException, roles: Roles) -> str | None:
     """The role whose death `e` reports: Ray's actor error names the dead actor's id, also when it reaches the
     driver through the call that saw it (a generator's insert into a dead shard is RayTaskError(ActorDiedError)
     with the shard's id). None for an actor this run no longer knows, or no actor error."""
@@ -33,7 +37,7 @@ def dead_role(e: BaseException, roles) -> str | None:
     return role_names(roles).get(actor_id) if actor_id else None
 
 
-def death_of(roles, e: BaseException, phase: str = "") -> RunFailed:
+def death_of(roles: Roles, e: BaseException, phase: str = "") -> RunFailed:
     """A role's death as one line naming it (and the phase it died in); Ray's text only where no role matches."""
     role = dead_role(e, roles)
     during = f" during the {phase}" if phase else ""
@@ -45,7 +49,7 @@ class Phase:
     """One bounded phase of the driver: its waits together take at most bound_s (the config field `field`).
     blame(): a more precise failure for a symptom (the generator a broadcast waited on), asked first."""
 
-    def __init__(self, roles, name: str, bound_s: float, field: str, blame: Callable | None = None) -> None:
+    def __init__(self, roles: Roles, name: str, bound_s: float, field: str, blame: Callable | None = None) -> None:
         self.roles, self.name, self.bound_s, self.field, self.blame = roles, name, bound_s, field, blame
         self.deadline = time.monotonic() + bound_s
 
@@ -79,7 +83,7 @@ class Phase:
                 or RunFailed(f"{name} failed in the {self.name}: {one_line(e)}"))
 
 
-def first_silent(roles, members: dict[str, object], method: str, phase: str) -> RunFailed | None:
+def first_silent(roles: Roles, members: dict[str, object], method: str, phase: str) -> RunFailed | None:
     """The first of `members` (role -> actor) that is dead or gives no answer to `method` within run.hung_probe_s,
     named as a death during `phase`; None when all answer."""
     probe = roles.cfg.run.hung_probe_s
@@ -90,20 +94,20 @@ def first_silent(roles, members: dict[str, object], method: str, phase: str) -> 
     return None
 
 
-def broadcast_blame(roles, phase: str) -> Callable[[], RunFailed | None]:
+def broadcast_blame(roles: Roles, phase: str) -> Callable[[], RunFailed | None]:
     """Under sync.type=nccl a generator that died or hung fails rank 0's broadcast (or holds it): that generator,
     named, is a death (the group re-forms only when every role restarts), not the publish's symptom."""
     return lambda: first_silent(roles, {f"generator {i}": s.actor for i, s in enumerate(roles.slots)}, "pid", phase)
 
 
-def board_blame(roles, phase: str, for_eval: bool) -> Callable[[], RunFailed | None]:
+def board_blame(roles: Roles, phase: str, for_eval: bool) -> Callable[[], RunFailed | None]:
     """A publish puts the weights on a board: a paused board holds rank 0's put, and the line names the board, not
     rank 0 (the soak's paused board read "learner rank 0 hung in the weight publish")."""
     name, board = ("evaluator's weight board", roles.eval_board) if for_eval else ("weight board", roles.board)
     return lambda: first_silent(roles, {name: board}, "version", phase) if board is not None else None
 
 
-def publish_blame(roles, phase: str, for_eval: bool = False) -> Callable[[], RunFailed | None]:
+def publish_blame(roles: Roles, phase: str, for_eval: bool = False) -> Callable[[], RunFailed | None]:
     """Who holds a publish: a paused board (every publish sets one, a broadcast too), or under sync.type=nccl a
     broadcast member (not for the evaluator, which reads its board)."""
     board = board_blame(roles, phase, for_eval)

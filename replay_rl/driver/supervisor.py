@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import sys
 import time
-from typing import Callable
+from typing import TYPE_CHECKING, Callable
 
 import ray
 from ray.exceptions import ActorDiedError, ActorUnavailableError, GetTimeoutError, RayActorError
@@ -22,12 +22,16 @@ from replay_rl.generation.backend import HalfLoaded
 from replay_rl.generation.reports import GeneratorStats
 from replay_rl.sync.base import WeightsGone
 
+if TYPE_CHECKING:  # for the reader and the IDE: at run time it would import in a circle, or bring Ray early
+    from replay_rl.driver.roles import Roles
+
+
 
 class Supervisor:
     """Watches `roles` (a Roles: cfg, replay, learners, slots, where, reports). spawn(i, first_call) starts a new
     generator for position i, as launch does."""
 
-    def __init__(self, roles, spawn: Callable[[int, int], object]) -> None:
+    def __init__(self, roles: Roles, spawn: Callable[[int, int], object]) -> None:
         self.roles, self.spawn = roles, spawn
         self.slow_step: int | None = None  # the consumer version whose step the learner ranks were given more time
 

@@ -8,10 +8,10 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 if TYPE_CHECKING:
-    from replay_rl.probe.estimators import _Cells
+    from replay_rl.probe.estimators import Cells
 
 
-def mean_pair_corr(c: _Cells, w: np.ndarray, e_s: np.ndarray, e_q: np.ndarray, vp: np.ndarray,
+def mean_pair_corr(c: Cells, w: np.ndarray, e_s: np.ndarray, e_q: np.ndarray, vp: np.ndarray,
                     s2_of: dict[int, float]) -> float:
     """c̄: pooled correlation over every pair of distinct buffer rollouts at a probe point (any ages, same group
     included). A bootstrap copy of a cluster is the same rollouts, so pairs of copies are left out."""
@@ -29,7 +29,7 @@ def mean_pair_corr(c: _Cells, w: np.ndarray, e_s: np.ndarray, e_q: np.ndarray, v
     return float(num / den) if den > 0 else float("nan")
 
 
-def signal(c: _Cells, w: np.ndarray, ages: np.ndarray, gbars: dict, v: dict) -> np.ndarray:
+def signal(c: Cells, w: np.ndarray, ages: np.ndarray, gbars: dict, v: dict) -> np.ndarray:
     """(A,) ⟨E g | τ, ∇F⟩ / ‖∇F‖² per age: how much of the fresh mean gradient a rollout of age τ still carries
     (1 at age 0 by definition). ⟨mean g_τ, ḡ⟩ is unbiased for ⟨E g_τ, ∇F⟩ (independent of F) and ‖ḡ‖² − v_p
     for ‖∇F‖²."""
@@ -47,7 +47,7 @@ def signal(c: _Cells, w: np.ndarray, ages: np.ndarray, gbars: dict, v: dict) -> 
     return out
 
 
-def same_time_corr(c: _Cells, e_s: np.ndarray, e_q: np.ndarray, vp: np.ndarray,
+def same_time_corr(c: Cells, e_s: np.ndarray, e_q: np.ndarray, vp: np.ndarray,
                     s2_of: dict[int, float]) -> tuple[float, float]:
     """Pooled correlation of distinct buffer rollouts inserted at the same time: within a group, and across groups.
     Assumption 4.3 puts both at ≤ 0 (|t_i − t_j| = 0); reported as evidence, not used."""

@@ -105,7 +105,7 @@ class Estimates:
 
 # ---------------------------------------------------------------------------------------------- cluster statistics
 @dataclass(frozen=True)
-class _Cells:
+class Cells:
     """One row per appearance of a cluster at a probe point (a cluster has one age there)."""
 
     s: np.ndarray        # (a, k) Σ g over the appearance's rollouts
@@ -116,7 +116,7 @@ class _Cells:
     cluster: np.ndarray  # index into the unique clusters
 
 
-def _cells(sk: Sketches) -> _Cells:
+def _cells(sk: Sketches) -> Cells:
     keys = np.stack([sk.probe, sk.cluster], 1)
     uniq, inv = np.unique(keys, axis=0, return_inverse=True)
     inv = inv.reshape(-1)
@@ -128,7 +128,7 @@ def _cells(sk: Sketches) -> _Cells:
     age = np.zeros(a, int)
     age[inv] = sk.age
     _, cl = np.unique(uniq[:, 1], return_inverse=True)
-    return _Cells(s, q, m, age, uniq[:, 0], cl.reshape(-1))
+    return Cells(s, q, m, age, uniq[:, 0], cl.reshape(-1))
 
 
 def _fit_power_law(ages: np.ndarray, s2: np.ndarray) -> tuple[float, float]:
@@ -140,7 +140,7 @@ def _fit_power_law(ages: np.ndarray, s2: np.ndarray) -> tuple[float, float]:
     return float(slope / 2), float(intercept)
 
 
-def _estimate(c: _Cells, w: np.ndarray, ages: np.ndarray, capacity: float, drift: np.ndarray | None,
+def _estimate(c: Cells, w: np.ndarray, ages: np.ndarray, capacity: float, drift: np.ndarray | None,
               detail: bool = False, plugin: bool = False) -> dict:
     """Every estimate under cell weights w (1: the data; bootstrap multiplicities otherwise). plugin: without the
     noise corrections (v_p, var_c), i.e. the constants of the empirical distribution itself, where ḡ_p is exact."""
