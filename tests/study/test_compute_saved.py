@@ -2,6 +2,7 @@
 real Ray Tune, DeepSpeed and the warm-started tiny model, runs on the loopback cluster (tests/test_cluster_submit.py;
 the checks of what it writes are tests/study/mini.py)."""
 
+import json
 from pathlib import Path
 
 import numpy as np
@@ -49,7 +50,8 @@ def test_a_baseline_that_ends_below_its_start_leaves_no_saving_defined():
 
 
 PRESET_NAMES = ["ladder", "full", "frontier", "quick", "mini", "measure", "rules", "rules_frontier", "probe_grid",
-                "replicate", "smollm2_sides", "rules43"]
+                "replicate", "replicate_phase2", "smollm2_sides",
+                "rules43"]
 
 
 def test_the_preset_check_covers_every_preset():
@@ -88,6 +90,13 @@ def test_the_replication_preset_holds_its_plans_budget(tmp_path):
         runs.setdefault(name, set()).add((cfg.learner.lr, seed, cfg.run.steps, cfg.run.eval_every, cfg.run.eval_k))
     assert runs["baseline"] == {(lr, s, 1500, 25, 16) for lr in (1e-4, 1.5e-4) for s in range(3)}
     assert runs["replay_53_N10B"] == {(lr, s, 3534, 59, 16) for lr in (2.5e-5, 5e-5) for s in range(3)}
+    # phase 2: the LR phase 1 chose a side (benchmarks/results/replication/phase1/choice.json), seeds 3-12
+    chosen = json.loads((ROOT / "benchmarks/results/replication/phase1/choice.json").read_text())["sides"]
+    p, runs = PRESETS["replicate_phase2"], {}
+    for name, seed, cfg in run_specs(p, [*STUDY_BASE, *p["set"]], tmp_path / "p2", TASKS["arithmetic"]):
+        runs.setdefault(name, set()).add((cfg.learner.lr, seed, cfg.run.steps, cfg.run.eval_every, cfg.run.eval_k))
+    assert runs == {side: {(chosen[side]["chosen_lr"], s, steps, every, 16) for s in range(3, 13)}
+                    for side, steps, every in (("baseline", 1500, 25), ("replay_53_N10B", 3534, 59))}
 
 
 def test_report_only_on_an_empty_folder_says_so_in_one_line(tmp_path, capsys):
