@@ -4,7 +4,7 @@ a tie within 0.005 keeps the incumbent (baseline 1.5e-4, replay 5e-5). Written b
 Prints JSON (each side's LRs with their per-seed and mean values, and the LR chosen) and writes it to --out.
 
     python benchmarks/replication_phase1.py runs/replication/phase1/arithmetic/results.json \
-        --out benchmarks/results/replication/phase1_choice.json
+        --out benchmarks/results/replication/phase1/choice.json
 """
 
 from __future__ import annotations

@@ -82,6 +82,23 @@ def config_in_checkout(config: str) -> Path:
         raise SystemExit(f"submit: --config {config} must live inside the repository (it is uploaded with it)")
 
 
+def preset_for_job(study: str) -> str:
+    """A packaged preset's name as is; a preset file of your own as its path in the uploaded checkout (one outside
+    it, or in a folder the upload leaves out, is refused here rather than by the job once queued)."""
+    from replay_rl.study.presets import PRESETS
+
+    if study in PRESETS:
+        return study
+    try:
+        inside = Path(study).resolve().relative_to(ROOT)
+    except ValueError:
+        raise SystemExit(f"submit: --study {study} must be a packaged preset or a file inside the repository "
+                         "(it is uploaded with it)") from None
+    if inside.parts[0] in {".git", ".venv", "runs"} or inside.as_posix().startswith("benchmarks/results"):
+        raise SystemExit(f"submit: --study {study} lies in {inside.parts[0]}/, which the upload leaves out: move it")
+    return inside.as_posix()
+
+
 def job_env(items: list[str], environ: dict[str, str]) -> dict[str, str]:
     """--env items: NAME=VALUE, or NAME alone for NAME's value in this environment (kept off command lines)."""
     env = {}
@@ -100,7 +117,7 @@ def build_command(args: argparse.Namespace, working_dir: Path, env: dict[str, st
     """The `ray job submit` command. Its runtime env (with the job's env values) goes in a file beside the package,
     readable by its owner only: on the command line `ps` would show every value to every user of the host."""
     if args.study:
-        entry = ["python", "-m", "replay_rl.cli", "study", "--preset", args.study, "--out", args.out]
+        entry = ["python", "-m", "replay_rl.cli", "study", "--preset", preset_for_job(args.study), "--out", args.out]
         entry += ["--max-concurrent", str(args.max_concurrent)] if args.max_concurrent else []
     else:
         entry = ["python", "-m", "replay_rl.cli", "train", "-c", str(config_in_checkout(args.config))]

@@ -23,7 +23,6 @@ if TYPE_CHECKING:  # for the reader and the IDE: at run time it would import in 
     from replay_rl.driver.roles import Roles
 
 
-
 def checkpoint(roles: Roles, out: Path, step: int, ledger) -> Path:
     """Learner state and buffer snapshot of the same step, staged and then renamed into place, within
     run.checkpoint_timeout_s."""

@@ -18,7 +18,6 @@ if TYPE_CHECKING:  # for the reader and the IDE: at run time it would import in 
     from replay_rl.driver.roles import Roles
 
 
-
 def role_names(roles: Roles) -> dict[str, str]:
     """Actor id (hex) -> the role it plays, as failure and restart lines name it."""
     named = {f"generator {i}": s.actor for i, s in enumerate(roles.slots)}

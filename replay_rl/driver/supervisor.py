@@ -26,7 +26,6 @@ if TYPE_CHECKING:  # for the reader and the IDE: at run time it would import in 
     from replay_rl.driver.roles import Roles
 
 
-
 class Supervisor:
     """Watches `roles` (a Roles: cfg, replay, learners, slots, where, reports). spawn(i, first_call) starts a new
     generator for position i, as launch does."""

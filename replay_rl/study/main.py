@@ -29,11 +29,9 @@ import sys
 import time
 from pathlib import Path
 
-import yaml
-
 from replay_rl.config import ConfigError
 from replay_rl.study.markdown import tasks_markdown
-from replay_rl.study.preset_schema import validated
+from replay_rl.study.preset_schema import read
 from replay_rl.study.presets import PRESETS, STUDY_BASE
 from replay_rl.study.progress import Progress
 from replay_rl.study.report import front_page, kept_wall, report_one, strict_json
@@ -82,7 +80,7 @@ def preset_named(name: str) -> dict:
     path = Path(name)
     if path.suffix not in (".yaml", ".yml") or not path.is_file():
         raise ValueError(f"--preset {name!r}: choose from {sorted(PRESETS)}, or give a preset file (PATH.yaml)")
-    return validated(path.name, yaml.safe_load(path.read_text()))
+    return read(path)
 
 
 def plans_of(args: argparse.Namespace, out: Path) -> dict[str, tuple[dict, list[str], list]]:

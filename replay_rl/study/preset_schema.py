@@ -1,11 +1,12 @@
-"""What a study preset (replay_rl/study/presets/NAME.yaml) may say, validated when it is read: a typo or a wrong type
+"""What a study preset (replay_rl/study/preset_files/NAME.yaml) may say, validated when it is read: a typo or a wrong type
 is one line naming the file and the field, before any run starts."""
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 from replay_rl.config import ConfigError
 
@@ -21,13 +22,13 @@ class Row(_Section):
     """T: its trainers; replay runs get (1 + μ) / (1 + W/T) times the baseline's steps, the same compute."""
     mu: float = Field(gt=0)
     """μ: the cost of generating a batch over the cost of training on it."""
-    n: str
+    n: str = Field(pattern=r"^(horizon|probe|B\+R|\d*\.?\d*B)$")
     """The buffer size rule (study/specs.capacity_for): horizon, probe, B, B+R, or kB (k batches, e.g. 10B)."""
     overrides: list[str] = []
     """Dotted config overrides of this row (the rule it tests)."""
     lrs: list[float] | None = None
     """Its learning rates (null: the preset's `lrs`)."""
-    seeds: int | None = None
+    seeds: int | None = Field(None, ge=1)
     """Its seeds per LR, at most the preset's (null: the preset's)."""
 
 
@@ -56,14 +57,30 @@ class Preset(_Section):
     """Seeds of the sensitivity rows."""
     set: list[str] = []
     """Dotted overrides of every run."""
-    lrs: list[float | None]
+    lrs: list[float | None] = Field(min_length=1)
     """The baseline's LRs, and a row's without its own (null: the task config's)."""
-    tasks: dict[str, dict[str, Any]] = {"arithmetic": {}}
-    """Each task it runs (arithmetic, countdown, smollm2), with the keys above that it replaces there."""
+    tasks: dict[Literal["arithmetic", "countdown", "smollm2"], dict[str, Any]] = {"arithmetic": {}}
+    """Each task it runs (study/specs.TASKS), with the keys above that it replaces there."""
+
+    @model_validator(mode="after")
+    def _extend_whole(self) -> "Preset":
+        if (self.extend is None) != (self.extend_best is None):
+            raise ValueError("extend and extend_best go together: set both, or neither")
+        return self
+
+
+def read(path) -> dict:
+    """A preset file, validated; a YAML error too is one line."""
+    try:
+        data = yaml.safe_load(path.read_text())
+    except yaml.YAMLError as e:
+        raise ConfigError(f"study preset {path.name}: not YAML ({str(e).splitlines()[0]})") from None
+    return validated(path.name, data if isinstance(data, dict) else {})
 
 
 def validated(name: str, data: dict) -> dict:
     """The preset as the study reads it (a dict), each task's version validated too; ConfigError in one line."""
+    task = None
     try:
         preset = Preset.model_validate(data).model_dump(exclude={"description"})
         for task, part in preset["tasks"].items():  # each task's keys, as complete as the preset's own
@@ -71,6 +88,6 @@ def validated(name: str, data: dict) -> dict:
             preset["tasks"][task] = {key: merged[key] for key in part}
     except ValidationError as e:
         err = e.errors()[0]
-        where = ".".join(str(x) for x in err["loc"])
-        raise ConfigError(f"study preset {name}: {where}: {err['msg']}") from None
+        where = ".".join(str(x) for x in (("tasks", task) if task else ()) + tuple(err["loc"]))
+        raise ConfigError(f"study preset {name}: {f'{where}: ' if where else ''}{err['msg']}") from None
     return preset

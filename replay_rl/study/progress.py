@@ -25,7 +25,8 @@ class Progress:
     def done(self, task: str, name: str, seed: int, cfg, run: dict, how: str) -> None:
         self.i += 1
         so_far = time.perf_counter() - self.t0
-        print(f"[{self.i}/{self.n}] {task} {name} lr {cfg.learner.lr:g} seed {seed}: {how}, "
+        restarted = f" after {k} restart{'s' * (k > 1)} from a death" if (k := run.get("run_restarts", 0)) else ""
+        print(f"[{self.i}/{self.n}] {task} {name} lr {cfg.learner.lr:g} seed {seed}: {how}{restarted}, "
               f"pass@1 {run['pass@1'][0]:.3f} → {run['pass@1'][-1]:.3f}, compute {run['compute'][-1]:.0f}; "
               f"{so_far / 60:.1f} min so far, ~{so_far / max(self.trained, 1) * self.left / 60:.1f} min left",
               file=sys.stderr, flush=True)
