@@ -122,6 +122,9 @@ class StandInRank:
     def address(self) -> tuple[str, int]:
         return "127.0.0.1", 0
 
+    def pid(self) -> int:  # the liveness probe LearnerRank answers on a thread of its own
+        return os.getpid()
+
     def step(self, consumer_version: int, draw_ahead: bool = False) -> dict[str, float]:
         batch, info, wait = self.draws.take(consumer_version)
         t1 = time.perf_counter()
@@ -140,8 +143,9 @@ class StandInRank:
         ObjectStorePublisher(self.boards[for_eval]).publish([], [], version)  # the real board, no weights
         return {"version": version, "publish_bytes": 0, "publish_s": time.perf_counter() - t0}
 
-    def save(self, path: str, tag: str) -> None:
+    def save(self, path: str, tag: str) -> dict[str, str]:
         Path(path).mkdir(parents=True, exist_ok=True)  # the run's final checkpoint folder; nothing to save
+        return {}  # the sha256 of each file this rank wrote: none
 
     def load(self, path: str, tag: str) -> None:
         pass
@@ -158,6 +162,7 @@ class StandInLearners(LearnerGroup):
         ray.get(self.pg.ready())
         self.ranks = [StandInRank.options(scheduling_strategy=PlacementGroupSchedulingStrategy(self.pg, i)).remote(
             i, shard, boards, cfg.rank_batch_size, step_s) for i, shard in enumerate(shards)]
+        self.pids = [None] * len(shards)  # no pid is named for a stand-in
 
 
 def timed(method, totals: dict[str, float], name: str):
