@@ -50,7 +50,10 @@ def format_validation_error(e: ValidationError, union_tags: set[str]) -> str:
         loc = ".".join(str(p) for p in err["loc"] if str(p) not in union_tags and not str(p).startswith("function-"))
         msg = err["msg"].removeprefix("Value error, ")
         if err["type"] == "extra_forbidden":
-            msg = "unknown key; check the spelling with `replay-rl config`"
+            key = str(err["loc"][-1]) if err["loc"] else ""
+            # YAML reads {share:0.2} as the key "share:0.2": a flow mapping needs a space after its colon
+            msg = (f"unknown key; write `{key.split(':')[0]}: {key.split(':', 1)[1]}`, with a space after the colon"
+                   if ":" in key else "unknown key; check the spelling with `replay-rl config`")
         got = err.get("input")
         shown = "" if err["type"] in ("extra_forbidden", "missing") or isinstance(got, dict) else f" (got {got!r})"
         lines.append(f"config error: {loc + ': ' if loc else ''}{msg}{shown}")

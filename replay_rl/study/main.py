@@ -78,8 +78,10 @@ def preset_named(name: str) -> dict:
     if name in PRESETS:
         return PRESETS[name]
     path = Path(name)
-    if path.suffix not in (".yaml", ".yml") or not path.is_file():
+    if path.suffix not in (".yaml", ".yml"):
         raise ValueError(f"--preset {name!r}: choose from {sorted(PRESETS)}, or give a preset file (PATH.yaml)")
+    if not path.is_file():
+        raise ValueError(f"--preset {name}: no such file")
     return read(path)
 
 

@@ -162,3 +162,10 @@ def test_union_tags_are_read_from_the_models_not_a_hand_kept_list():
         inner: Inner = Inner()
 
     assert union_tags(Outer) == {"a", "sglang"}
+
+
+def test_a_flow_mapping_without_a_space_after_its_colon_is_told_how_to_write_it():
+    # YAML reads {share:0.2} as one key "share:0.2" with no value; the line says how to write it
+    with pytest.raises(ConfigError, match=r"^config error: generation.prompt_replay.share:0.2: unknown key; write "
+                                          r"`share: 0.2`, with a space after the colon$"):
+        RunConfig.load(None, ["generation.prompt_replay={share:0.2}"])
