@@ -19,6 +19,7 @@ from replay_rl.config import RunConfig
 from replay_rl.driver.run_folder import read_run_id
 from replay_rl.metrics import read_metrics
 from replay_rl.replay.budget_check import k_inf_past_budget
+from replay_rl.replay.served_log import trained_twice
 
 # how a role is named in the lines a run prints about it ("generator 1", not "generator reports")
 NAMED = {"generator": r"\bgenerator \d", "replay shard": r"\breplay shard", "learner rank": r"\blearner rank",
@@ -32,14 +33,24 @@ def check_run(cfg: RunConfig, out: Path) -> list[str]:
         problems.append(f"train rows are not steps 1..{cfg.run.steps} once each: {steps}")
     if past := k_inf_past_budget(cfg.pace_setting, rows):
         problems.append(f"K_inf past the pace's budget (step, K_inf, bound): {past[:3]}")
-    if cfg.consumes_once:  # trained + still held can never exceed what was made, unless a batch came back
-        twice = [r["step"] for r in rows if r["ledger/k_train"] + r["buffer/size"] > r["ledger/k_inf"]]
-        if twice:
-            problems.append(f"consume-once: K_train + buffer size > K_inf at steps {twice[:5]}")
+    if cfg.consumes_once:
+        problems += check_consumed_once(cfg, out)
     evals = [r["step"] for r in read_metrics(out / "metrics.jsonl", "eval")]
     if not evals or evals[0] != 0 or evals[-1] != cfg.run.steps or evals != sorted(set(evals)):
         problems.append(f"eval rows are not 0 .. {cfg.run.steps} in order, each once: {evals}")
     return problems + check_final_model(cfg, out)
+
+
+def check_consumed_once(cfg: RunConfig, out: Path) -> list[str]:
+    """Each key the shards served to a trained step (their audit logs, the last batch of each version) once, and
+    a whole batch for every step: an exact count, where K_train + buffer size <= K_inf only bounds it."""
+    logs = sorted((out / "replay_served").glob("shard_*.keys"))
+    trained, twice = trained_twice(logs, range(cfg.run.steps))
+    want = cfg.run.steps * cfg.rank_batch_size * cfg.cluster.learners
+    problems = [f"consume-once: keys trained at two steps: {twice[:5]}"] if twice else []
+    if trained != want:
+        problems.append(f"consume-once: the shards' logs ({len(logs)}) hold {trained} trained keys, not {want}")
+    return problems
 
 
 def check_final_model(cfg: RunConfig, out: Path) -> list[str]:

@@ -22,6 +22,7 @@ def shard_spec(cfg: RunConfig) -> ShardSpec:
                      rank_batch_size=cfg.rank_batch_size, consumes_once=cfg.consumes_once,
                      sample_timeout_s=r.sample_timeout_s, snapshot_every_steps=r.snapshot_every_steps,
                      live_root=Path(cfg.run.output_dir) / "replay_live", restarts=shard_restarts(cfg),
+                     served_root=Path(cfg.run.output_dir) / "replay_served" if cfg.consumes_once else None,
                      replay_settings=r.model_dump(mode="json", exclude=NOT_IN_SNAPSHOT_SETTINGS))
 
 

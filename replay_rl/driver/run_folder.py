@@ -35,7 +35,7 @@ RUN_FILE = "run.json"
 LOCK_FILE = ".run.lock"
 SET_ASIDE = "checkpoints_set_aside"  # this run's checkpoints past the earlier step a start resumed from
 # what a run writes into its folder: run.overwrite removes these and nothing else (output_dir may hold other files)
-ARTEFACTS = ("checkpoints", "replay_live", "metrics.jsonl", "metrics.jsonl.partial", "tb", "plots", "final_model",
+ARTEFACTS = ("checkpoints", "replay_live", "replay_served", "metrics.jsonl", "metrics.jsonl.partial", "tb", "plots", "final_model",
              "replay_stats.json", "replay_stats.json.partial", "weight_checks.jsonl", "samples.jsonl", "placement.json",
              "config.json", "error.log", "ray.log", RUN_FILE, SET_ASIDE, *LOCAL_STORES)
 

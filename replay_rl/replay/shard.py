@@ -12,6 +12,7 @@ import ray
 from replay_rl.replay.live import LiveSnapshots, drop_keys
 from replay_rl.replay.snapshot import read_snapshot, write_snapshot
 from replay_rl.replay.reuse_window import ReuseWindow, with_window
+from replay_rl.replay.served_log import ServedLog
 from replay_rl.replay.shard_spec import ShardSpec
 from replay_rl.replay.table import table_from_spec
 from replay_rl.replay.table_stats import SampleInfo, TableStats
@@ -44,6 +45,7 @@ class ReplayShardImpl:
         self.wait_s = {"insert": 0.0, "sample": 0.0}
         self.live = LiveSnapshots(spec.snapshot_every_steps, shard_dir(spec.live_root, shard_id), spec.consumes_once,
                                   spec.rank_batch_size)
+        self.served_log = ServedLog(spec.served_root and shard_dir(spec.served_root, shard_id).with_suffix(".keys"))
         self.restarts, self.restored_inserts, self._recovering = 0, 0, False
         # a consume-once queue restored in place lost inserts that are made once, and so did a buffer restored with
         # less than its rank's batch (a snapshot before its first sample: due_on_insert): until it serves a batch
@@ -110,6 +112,7 @@ class ReplayShardImpl:
             batch, info = self.table.sample(n, consumer_version)
             out = batch, replace(info, rules=rules)
             self.live.served(info.keys)
+            self.served_log.append(consumer_version, info.keys)
             self.served, self.restored_waiting = consumer_version, False
             cond.notify_all()  # a rate-limited insert may proceed now
         return out

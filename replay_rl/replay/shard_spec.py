@@ -23,5 +23,6 @@ class ShardSpec:
     sample_timeout_s: float      # replay.sample_timeout_s: the longest a sample or insert waits
     snapshot_every_steps: int | None  # live snapshots' cadence; None: none
     live_root: Path              # RUN/replay_live: shard i keeps its live snapshot in live_root/shard_i
+    served_root: Path | None     # RUN/replay_served: a consume-once queue's audit of the keys served; None: none
     restarts: int                # how often Ray restarts a shard in place (0 without live snapshots)
     replay_settings: dict[str, Any]  # the replay config a snapshot records, which a restore must match
