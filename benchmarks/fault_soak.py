@@ -162,10 +162,25 @@ def kept_outcome(path: Path, trial: Trial) -> Outcome | None:
 
 
 def table(outcomes: list) -> list[dict]:
-    """Faults tried and survived, per role and fault."""
+    """Faults tried and survived, per role and fault, and how the passing trials got through."""
     tried = Counter((o.trial.role, o.trial.fault) for o in outcomes)
     passed = Counter((o.trial.role, o.trial.fault) for o in outcomes if o.passed)
-    return [{"role": r, "fault": f, "tried": n, "survived": passed[r, f]} for (r, f), n in sorted(tried.items())]
+    by = {cell: Counter(recovered_by(o) for o in outcomes if o.passed and (o.trial.role, o.trial.fault) == cell)
+          for cell in tried}
+    return [{"role": r, "fault": f, "tried": n, "survived": passed[r, f],
+             "by": ", ".join(f"{how} {k}" for how, k in sorted(by[r, f].items()))}
+            for (r, f), n in sorted(tried.items())]
+
+
+def recovered_by(o: Outcome) -> str:
+    """resume: stopped in one line (or its driver killed) and finished by run.resume_from=auto; restart: every role
+    restarted from the newest checkpoint inside the run; in place: the faulted role alone replaced or restored; no
+    line: the run absorbed the fault without a word (a paused reports actor, a fault landing as the run ended)."""
+    if o.path == "resumed":
+        return "resume"
+    if any(line.startswith("restart ") for line in o.lines):
+        return "restart"
+    return "in place" if o.lines else "no line"
 
 
 def markdown(outcomes: list, head: dict) -> str:
@@ -174,8 +189,8 @@ def markdown(outcomes: list, head: dict) -> str:
              f"- date: {head['date']}", f"- commit: {head['commit']}", f"- command: `{head['command']}`",
              f"- {sum(o.passed for o in outcomes)} of {len(outcomes)} trials passed, "
              f"{sum(o.wall_s for o in outcomes) / 60:.1f} min of trials ({head['wall_s'] / 60:.1f} min this sitting)",
-             "", "| role | fault | tried | survived |", "|---|---|---|---|"]
-    lines += [f"| {r['role']} | {r['fault']} | {r['tried']} | {r['survived']} |" for r in rows]
+             "", "| role | fault | tried | survived | survived by |", "|---|---|---|---|---|"]
+    lines += [f"| {r['role']} | {r['fault']} | {r['tried']} | {r['survived']} | {r['by']} |" for r in rows]
     lines += ["", "| trial | role | fault | step | replay | landed | window | outcome | time | problems / last line |",
               "|---|---|---|---|---|---|---|---|---|---|"]
     for o in outcomes:

@@ -59,3 +59,20 @@ def test_a_resumed_soak_reads_back_finished_trials_and_refuses_another_plans_fol
     (tmp_path / "trial_01" / "outcome.json").write_text(json.dumps(asdict(done)))  # trial 0's, in trial 1's folder
     with pytest.raises(SystemExit, match="holds another trial than the plan's"):
         soak([first, second], object(), tmp_path, [], echo=said.append)
+
+
+def test_the_results_say_per_cell_how_the_passing_trials_got_through():
+    sys.path.insert(0, str(ROOT / "benchmarks"))
+    from fault_soak import Outcome, Trial, table
+
+    def trial(i, role="learner rank", fault="kill"):
+        return Trial(i, role, fault, 3, "fifo", 0)
+
+    outcomes = [Outcome(trial(0), True, "finished", lines=["restart 1 of 2: learner rank 0 died"]),
+                Outcome(trial(1), True, "resumed", lines=["run failed: learner rank 1 died"]),
+                Outcome(trial(2), True, "finished", lines=["generator 0: replaced (killed)"]),
+                Outcome(trial(3), False, "failed", lines=["run failed: x"]),
+                Outcome(trial(4, "generator reports"), True, "finished")]
+    assert table(outcomes) == [
+        {"role": "generator reports", "fault": "kill", "tried": 1, "survived": 1, "by": "no line 1"},
+        {"role": "learner rank", "fault": "kill", "tried": 4, "survived": 3, "by": "in place 1, restart 1, resume 1"}]
