@@ -16,6 +16,7 @@ from safetensors.torch import load_file
 from replay_rl.config import ConfigError, RunConfig
 from replay_rl.config.replay_specs import pace_for
 from replay_rl.metrics import read_metrics
+from replay_rl.replay.served_log import trained_twice
 from replay_rl.analysis.report import PLOTS
 from replay_rl.driver.trackers import mlflow_client
 from replay_rl.driver.trainer import build, train
@@ -106,6 +107,9 @@ def test_on_policy_mode_uses_each_rollout_once_also_across_a_resume(ray_cluster,
     assert k_train[0] == [(1, 32), (2, 64)] and k_train[1] == [(s, 32 * s) for s in (1, 2, 3, 4)]
     cfg = run_cfg(path, out, *args)
     assert final["ledger/k_inf"] < pace_for(cfg).budget(4) + 2 * cfg.generation.rollouts_per_call
+    # the shards' audit, across the resume: the batches of steps 1-4 hold 4 × 32 keys, none trained twice
+    logs = sorted((out / "replay_served").glob("shard_*.keys"))
+    assert len(logs) == cfg.cluster.learners and trained_twice(logs, range(4)) == (4 * 32, [])
 
 
 def test_a_run_owns_its_folder_and_a_finished_run_extends_to_more_steps(ray_cluster, warm_model, checkpointed_run,
