@@ -130,9 +130,10 @@ def pack_ragged(parts: Sequence[np.ndarray], dtype) -> tuple[np.ndarray, np.ndar
     return flat, offsets
 
 
-def group_advantages(rewards: np.ndarray, eps: float = 1e-6) -> np.ndarray:
-    """A_i = (r_i − mean(r)) / (std(r) + eps) over one group; a group with equal rewards gets all zeros."""
+def group_advantages(rewards: np.ndarray, eps: float = 1e-6, ddof: int = 0) -> np.ndarray:
+    """A_i = (r_i − mean(r)) / (std(r) + eps) over one group; a group with equal rewards gets all zeros. ddof 1:
+    the unbiased std (generation.advantage_std=sample)."""
     r = np.asarray(rewards, np.float64)
     if r.max() == r.min():  # exactly 0, where the arithmetic leaves ~1e-10 for some values (3 × 0.1)
         return np.zeros(len(r), np.float32)
-    return ((r - r.mean()) / (r.std() + eps)).astype(np.float32)
+    return ((r - r.mean()) / (r.std(ddof=ddof) + eps)).astype(np.float32)

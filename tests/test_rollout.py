@@ -52,3 +52,14 @@ def test_group_advantage_is_standardised_and_zero_for_flat_groups():
     # exactly 0 for any equal rewards (the effective sampler and zero_variance_share read it): 3 × 0.1 left ~1e-10
     for value, size in ((0.1, 3), (0.7, 6), (0.2, 7)):
         assert np.all(group_advantages(np.full(size, value)) == 0)
+
+
+def test_the_sample_std_gives_trls_advantages_sqrt_g_minus_one_over_g_of_the_papers():
+    from replay_rl.config import RunConfig
+    from replay_rl.tasks.scoring import applicable_advantages
+
+    rewards = np.array([1.0, 0.0, 0.0, 1.0])
+    ddof = RunConfig.load(None, ["generation.advantage_std=sample"]).generation.advantage_ddof
+    sample, population = applicable_advantages(rewards, ddof)[1], applicable_advantages(rewards)[1]
+    assert ddof == 1 and sample == pytest.approx(population * np.sqrt(3 / 4), rel=1e-4)
+    assert sample[0] == pytest.approx(0.5 / np.std(rewards, ddof=1), rel=1e-4)  # 0.866, as TRL's GRPOTrainer

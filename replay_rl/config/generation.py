@@ -46,6 +46,10 @@ class GenerationConfig(_Section):
     """Which engine generates: transformers or vllm, chosen by `type`."""
     group_size: int = Field(16, ge=2)
     """G: completions per prompt; the group advantage is computed over them."""
+    advantage_std: Literal["population", "sample"] = "population"
+    """The std a group's advantages are divided by: population (the paper's GRPO, ddof 0) or sample (the unbiased
+    std, ddof 1, as TRL's GRPOTrainer divides; in a group of G its advantages are √((G−1)/G) of population's, 0.87×
+    at G = 4). A peer-matching choice: a larger advantage is a larger step at the same LR."""
     prompts_per_call: int = Field(2, ge=1)
     """Prompts per backend call, so one call yields prompts_per_call·G rollouts."""
     temperature: float = Field(1.0, gt=0)
@@ -57,6 +61,10 @@ class GenerationConfig(_Section):
     max_new_tokens: int = Field(8, ge=1)
     """Completion length cap in tokens. A completion cut off here (no EOS) gets reward 0, and is counted in
     batch/truncated_share (the learner's batch) and eval/truncated_share (greedy eval)."""
+
+    @property
+    def advantage_ddof(self) -> int:
+        return 1 if self.advantage_std == "sample" else 0
 
     @property
     def rollouts_per_call(self) -> int:

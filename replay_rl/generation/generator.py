@@ -145,7 +145,8 @@ class GeneratorImpl:
         # versions: the call started on version_before's weights; a completion may finish on newer ones (in flight)
         first = self.id * 10**9 + self._groups  # group ids unique across generators
         rollouts = score_groups(self.task, self.tokenizer, problems, prompts, groups, range(first, first + len(groups)),
-                                lambda c: (min(version_before, c.version), c.version, version_before), self.id)
+                                lambda c: (min(version_before, c.version), c.version, version_before), self.id,
+                                self.cfg.generation.advantage_ddof)
         self._groups += len(groups)
         g = self.cfg.generation.group_size
         self.prompts.observe(problems, [[r.reward for r in rollouts[i:i + g]] for i in range(0, len(rollouts), g)])

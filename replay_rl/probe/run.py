@@ -109,7 +109,8 @@ class _Loop:
             groups = self.backend.generate(prompts, self.params)
             busy += time.perf_counter() - t0
             out += score_groups(self.task, self.tok, problems, prompts, groups,
-                                range(self.groups, self.groups + len(groups)), lambda c: (version, version, version), 0)
+                                range(self.groups, self.groups + len(groups)), lambda c: (version, version, version), 0,
+                                self.cfg.generation.advantage_ddof)
             self.groups += len(groups)
         return out, busy
 

@@ -41,13 +41,13 @@ def rewards_by_group(task: Task, tokenizer, problems: Sequence[Problem], groups)
 
 def score_groups(task: Task, tokenizer, problems: Sequence[Problem], prompts: Sequence[np.ndarray], groups,
                  group_ids: Iterable[int], versions: Callable[[object], tuple[int, int, int]],
-                 generator_id: int) -> list[Rollout]:
+                 generator_id: int, ddof: int = 0) -> list[Rollout]:
     """groups[i]: problem i's completions (backend.Completion). versions(completion): its (policy_version,
-    last_version, created_step). Rollouts are built by keyword: two of the 13 fields swapped by position would
+    last_version, created_step). ddof: the advantage's std (generation.advantage_std; 0 population, 1 sample). Rollouts are built by keyword: two of the 13 fields swapped by position would
     go unnoticed."""
     rollouts, scored = [], rewards_by_group(task, tokenizer, problems, groups)
     for prompt, group, gid, group_rewards in zip(prompts, groups, group_ids, scored):
-        rewards, advantages, baseline = applicable_advantages(group_rewards)
+        rewards, advantages, baseline = applicable_advantages(group_rewards, ddof)
         for c, r, a in zip(group, rewards, advantages):
             oldest, newest, created = versions(c)
             rollouts.append(Rollout(
@@ -58,14 +58,14 @@ def score_groups(task: Task, tokenizer, problems: Sequence[Problem], prompts: Se
     return rollouts
 
 
-def applicable_advantages(rewards: np.ndarray) -> tuple[np.ndarray, np.ndarray, float]:
+def applicable_advantages(rewards: np.ndarray, ddof: int = 0) -> tuple[np.ndarray, np.ndarray, float]:
     """A group's (rewards, advantages, baseline) where NaN marks a reward that does not apply (the reward returned
     None): its advantage is 0 and its reward 0, and the others are normalised among themselves."""
     applies = ~np.isnan(rewards)
     advantages = np.zeros(len(rewards), np.float32)
     if not applies.any():
         return np.zeros(len(rewards)), advantages, 0.0
-    advantages[applies] = group_advantages(rewards[applies])
+    advantages[applies] = group_advantages(rewards[applies], ddof=ddof)
     return np.where(applies, rewards, 0.0), advantages, float(rewards[applies].mean())
 
 
