@@ -50,7 +50,8 @@ from replay_rl.learner.group import LearnerGroup
 from replay_rl.driver.session import init_local
 from replay_rl.replay.client import ReplayClient, ShardDraws, create_shards
 from replay_rl.replay.limits import route
-from replay_rl.driver.roles import GeneratorSlot, Roles
+from replay_rl.driver.handles import GeneratorSlot, RoleHandles
+from replay_rl.driver.roles import Roles
 from replay_rl.sync.board import WeightBoard
 from replay_rl.sync.object_store import ObjectStorePublisher, ObjectStoreSubscriber
 from replay_rl.driver.session import log_ray_to_file
@@ -185,8 +186,8 @@ def build_stand_ins(cfg: RunConfig, model_path: str, run_restarts: int = 0, plac
     batch = ray.put(make_batch(cfg.generation.rollouts_per_call, np.random.default_rng(0)))
     slots = [GeneratorSlot(StandInGenerator.remote(i, cfg, shards, board, reports, batch, gen_s, poll_s))
              for i in range(cfg.cluster.generators)]
-    roles = Roles(cfg, ReplayClient(shards), board, eval_board, learners, slots, StandInEvaluator.remote(),
-                  model_path, run_restarts=run_restarts, reports=reports)
+    roles = Roles(RoleHandles(cfg, ReplayClient(shards), board, eval_board, learners, slots, StandInEvaluator.remote(),
+                              model_path, reports=reports), run_restarts=run_restarts)
     for name in PHASES:  # on the instance: Roles' own calls to these (update → generator_stats) are timed as well
         owner = roles.supervisor if name == "check_generators" else roles  # the loop asks the supervisor for it
         setattr(owner, name, timed(getattr(owner, name), totals, name))

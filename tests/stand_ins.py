@@ -1,5 +1,6 @@
-"""Stand-in roles for the driver's tests (tests/driver/test_deadlines.py, tests/driver/test_supervision.py): actors that answer
-every role's calls at once, late, or with an error, and Roles built of them. Fixtures: stand_ins, stand_in_roles."""
+"""Stand-in roles for the driver's tests (tests/driver/test_bounded_phases.py, test_supervision.py, test_checkpointer.py):
+actors that answer every role's calls at once, late, or with an error, and Roles built of them. Fixtures: stand_ins,
+stand_in_roles."""
 
 import os
 import time
@@ -8,7 +9,8 @@ import pytest
 import ray
 
 from replay_rl.config import RunConfig
-from replay_rl.driver.roles import GeneratorSlot, Roles
+from replay_rl.driver.handles import GeneratorSlot, RoleHandles
+from replay_rl.driver.roles import Roles
 from replay_rl.generation.backend import HalfLoaded
 from replay_rl.learner.group import LearnerGroup
 from replay_rl.replay.client import ReplayClient
@@ -105,7 +107,8 @@ def stand_in_roles(stand_ins, tmp_path):
              for name in ("rank0", "rank1", "shard0", "shard1", "gen0", "gen1", "board", "eval_board", "reports",
                           "evaluator")}
         slots = [GeneratorSlot(a["gen0"]), GeneratorSlot(a["gen1"])]
-        return Roles(cfg, ReplayClient([a["shard0"], a["shard1"]]), a["board"], a["eval_board"],
-                     StandInLearners(cfg, [a["rank0"], a["rank1"]]), slots, a["evaluator"], "", reports=a["reports"])
+        return Roles(RoleHandles(cfg, ReplayClient([a["shard0"], a["shard1"]]), a["board"], a["eval_board"],
+                                 StandInLearners(cfg, [a["rank0"], a["rank1"]]), slots, a["evaluator"], "",
+                                 reports=a["reports"]))
 
     return make

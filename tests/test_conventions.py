@@ -131,6 +131,15 @@ def test_no_untyped_roles_parameter():
                     assert arg.arg != "roles" or arg.annotation is not None, f"{path}:{node.lineno} {node.name}(roles)"
 
 
+def test_the_driver_imports_nothing_for_type_checking_only():
+    """Issue 45's circle (Roles held a Supervisor that held Roles back, typed only under TYPE_CHECKING) is gone: the
+    supervisor, the checkpointer and the eval schedule read RoleHandles, below Roles, so every arrow in the driver
+    is a real import that test_no_upward_import and an IDE can see."""
+    for path in (PACKAGE / "driver").glob("*.py"):
+        tree = ast.parse(path.read_text())
+        assert not [n for n in ast.walk(tree) if isinstance(n, ast.If) and ast.unparse(n.test) == "TYPE_CHECKING"], path
+
+
 def test_no_type_checking_only_import_of_a_private_name():
     """An import under `if TYPE_CHECKING:` names public things: a private one would be a dependency in disguise."""
     for path in PACKAGE.rglob("*.py"):

@@ -18,6 +18,7 @@ from replay_rl.config.replay_specs import pace_for
 from replay_rl.metrics import read_metrics
 from replay_rl.replay.served_log import trained_twice
 from replay_rl.analysis.report import PLOTS
+from replay_rl.driver.checkpointer import Checkpointer
 from replay_rl.driver.trackers import mlflow_client
 from replay_rl.driver.trainer import build, train
 from tests.runs import copy_run, run_cfg
@@ -202,10 +203,11 @@ def test_checkpoint_resumes_same_step_weights_and_buffer(ray_cluster, warm_model
     try:
         from replay_rl.driver.trainer import ledger_for
         ledger = ledger_for(resumed_cfg)
-        assert roles.resume(str(ckpt), ledger) == 4 and ledger.k_train == 4 * 32
-        state = roles.learners.full_state()[0]
+        assert Checkpointer(roles.handles, resumed_cfg.run.output_dir, None).resume(ckpt, ledger) == 4
+        assert ledger.k_train == 4 * 32
+        state = roles.handles.learners.full_state()[0]
         assert all(torch.equal(state[k], saved[k]) for k in saved)
-        stats = roles.replay.shard_stats()
+        stats = roles.handles.replay.shard_stats()
         assert [s.size for s in stats] == [m["counters"]["stats"]["size"] for m in manifests]
         assert [s.inserts for s in stats] == [m["counters"]["stats"]["inserts"] for m in manifests]
     finally:

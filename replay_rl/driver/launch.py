@@ -14,7 +14,8 @@ from replay_rl.generation.reports import GeneratorReports
 from replay_rl.learner.group import LearnerGroup, await_start
 from replay_rl.replay.client import ReplayClient, create_shards
 from replay_rl.driver.placement import placement_for
-from replay_rl.driver.roles import GeneratorSlot, Roles, spawn_generator
+from replay_rl.driver.handles import GeneratorSlot, RoleHandles, spawn_generator
+from replay_rl.driver.roles import Roles
 from replay_rl.sync.board import WeightBoard
 
 
@@ -39,8 +40,10 @@ def build(cfg: RunConfig, model_path: str, run_restarts: int = 0, place_by: floa
             raise
     evaluator = Evaluator.options(num_cpus=0, num_gpus=c.gpus_per_evaluator,
                                   scheduling_strategy=placement.evaluator()).remote(cfg, model_path, eval_board)
-    return Roles(cfg, ReplayClient(shards), board, eval_board, learners, [GeneratorSlot(g) for g in generators],
-                 evaluator, model_path, run_restarts=run_restarts, reports=reports, layout=placement)
+    slots = [GeneratorSlot(g) for g in generators]
+    handles = RoleHandles(cfg, ReplayClient(shards), board, eval_board, learners, slots, evaluator, model_path,
+                          reports=reports, layout=placement)
+    return Roles(handles, run_restarts=run_restarts)
 
 
 def join_weight_group(cfg: RunConfig, learners: LearnerGroup, generators: list) -> None:

@@ -20,24 +20,20 @@ import time
 import uuid
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 from replay_rl.driver.checkpoints import (STATE_FILE, CheckpointRefused, checkpoint_dir, clean_stale, is_checkpoint,
-                                          resolve_resume, staging_dir, verify)
+                                          resolve_resume, verify)
 from replay_rl.config import ConfigError, RunConfig
 from replay_rl.driver.trackers import LOCAL_STORES
-
-if TYPE_CHECKING:  # for the reader and the IDE: at run time it would import in a circle, or bring Ray early
-    from replay_rl.driver.roles import Roles
 
 
 RUN_FILE = "run.json"
 LOCK_FILE = ".run.lock"
 SET_ASIDE = "checkpoints_set_aside"  # this run's checkpoints past the earlier step a start resumed from
 # what a run writes into its folder: run.overwrite removes these and nothing else (output_dir may hold other files)
-ARTEFACTS = ("checkpoints", "replay_live", "replay_served", "metrics.jsonl", "metrics.jsonl.partial", "tb", "plots", "final_model",
-             "replay_stats.json", "replay_stats.json.partial", "weight_checks.jsonl", "samples.jsonl", "placement.json",
-             "config.json", "error.log", "ray.log", RUN_FILE, SET_ASIDE, *LOCAL_STORES)
+ARTEFACTS = ("checkpoints", "replay_live", "replay_served", "metrics.jsonl", "metrics.jsonl.partial", "tb", "plots",
+             "final_model", "replay_stats.json", "replay_stats.json.partial", "weight_checks.jsonl", "samples.jsonl",
+             "placement.json", "config.json", "error.log", "ray.log", RUN_FILE, SET_ASIDE, *LOCAL_STORES)
 
 
 class AlreadyFinished(ConfigError):
@@ -199,19 +195,6 @@ def latest_own_checkpoint(out: Path, run_id: str) -> Path | None:
     return None
 
 
-def save_checkpoint(roles: Roles, out: Path, step: int, ledger, run_id: str | None) -> Path:
-    """roles.checkpoint, with the run id staged first so that it is committed with the checkpoint in one rename
-    (roles.checkpoint adds to the staging folder and renames it whole)."""
-    staging = staging_dir(out, step)
-    shutil.rmtree(staging, ignore_errors=True)  # a save that died half-written; under the lock, only ours are here
-    staging.mkdir(parents=True)
-    if run_id is not None:  # a run with no id (a benchmark's loop) saves none: {"run_id": null} would match any
-        (staging / RUN_FILE).write_text(json.dumps({"run_id": run_id}))
-    saved = roles.checkpoint(out, step, ledger)
-    prune_checkpoints(out, run_id, roles.cfg.run.keep_checkpoints)
-    return saved
-
-
 def prune_checkpoints(out: Path, run_id: str | None, keep: int | None) -> list[Path]:
     """Delete this run's complete checkpoints but the newest `keep` (run.keep_checkpoints): the newest, which a
     restart resumes and final_model links, is always among them; other runs' and unfinished ones are not touched."""
@@ -228,14 +211,3 @@ def prune_checkpoints(out: Path, run_id: str | None, keep: int | None) -> list[P
         except OSError as e:  # a busy file on a network filesystem: the run goes on, the folder stays
             print(f"run.keep_checkpoints: could not delete {old} ({e}); delete it by hand", file=sys.stderr, flush=True)
     return gone
-
-
-def final_checkpoint(roles: Roles, out: Path, step: int, ledger, run_id: str | None, saved: Path | None) -> Path:
-    """The end state: the checkpoint this attempt saved or resumed from at `step` (`saved`) where there is one,
-    else a new save. One of that step that is merely on disk may be another run's, or this run's from before a
-    resume to an earlier step: kept, it would be handed out as the final model."""
-    final = checkpoint_dir(out, step)
-    own = run_id is not None and read_run_id(final) == run_id  # no id proves nothing: None == None
-    if saved is not None and saved.resolve() == final.resolve() and own:
-        return final
-    return save_checkpoint(roles, out, step, ledger, run_id)

@@ -1,58 +1,43 @@
 """The roles' supervisor: it names a role that died or hung and recovers it as far as that role's own recovery goes
 (a shard restarts in place from its live snapshot, a generator is replaced); past that, the death is a RunFailed
 that train() answers by restarting every role from the newest checkpoint (run.max_restarts).
-Roles holds one and asks it; it reads the roles it watches and never builds them (spawn_generator is handed in)."""
+It reads the RoleHandles it watches and never builds them (spawn is handed in); whoever holds it hears of a
+replaced generator through `replaced`, and it holds nothing back."""
 
 from __future__ import annotations
 
 import sys
 import time
-from typing import TYPE_CHECKING, Callable
+from typing import Callable
 
 import ray
-from ray.exceptions import ActorDiedError, ActorUnavailableError, GetTimeoutError, RayActorError
+from ray.exceptions import ActorDiedError, ActorUnavailableError
 
 from replay_rl.config.replay_specs import shard_restarts
-from replay_rl.driver import deadlines
+from replay_rl.driver import supervision
 from replay_rl.driver.failures import RunFailed, resume_hint
-from replay_rl.driver.health import (PROBE_S, Hung, first_error, hung_roles, left_node, node_of, one_line, placed_on,
-                                     probe_all)
+from replay_rl.driver.handles import RoleHandles
+from replay_rl.driver.health import Hung, first_error, hung_roles, left_node, node_of, one_line, placed_on, probe_all
 from replay_rl.driver.supervision import dead_role, death_of
 from replay_rl.generation.backend import HalfLoaded
 from replay_rl.generation.reports import GeneratorStats
 from replay_rl.sync.base import WeightsGone
 
-if TYPE_CHECKING:  # for the reader and the IDE: at run time it would import in a circle, or bring Ray early
-    from replay_rl.driver.roles import Roles
-
 
 class Supervisor:
-    """Watches `roles` (a Roles: cfg, replay, learners, slots, where, reports). spawn(i, first_call) starts a new
-    generator for position i, as launch does."""
+    """Watches `handles` (cfg, replay, learners, slots, where, reports). spawn(i, first_call) starts a new generator
+    for position i, as launch does; replaced(i) is told once position i holds a new one."""
 
-    def __init__(self, roles: Roles, spawn: Callable[[int, int], object]) -> None:
-        self.roles, self.spawn = roles, spawn
+    def __init__(self, handles: RoleHandles, spawn: Callable[[int, int], object],
+                 replaced: Callable[[int], None] = lambda i: None) -> None:
+        self.handles, self.spawn, self.replaced = handles, spawn, replaced
         self.slow_step: int | None = None  # the consumer version whose step the learner ranks were given more time
 
     def died(self, death: str, role: str = "") -> RunFailed:
-        """A death's failure: `role` (e.g. "learner rank 1") names the node it ran on, and whether that node left."""
-        node = node_of(self.roles.where, role)
-        death = f"{death} on {node}" if node else death
-        return RunFailed(f"{death}; {resume_hint(self.roles.cfg.run.output_dir)}", death, self.roles.where)
+        return supervision.died(self.handles, death, role)
 
     def dead_member(self) -> RunFailed | None:
-        """The failure of the first learner rank or replay shard that no longer answers, or None."""
-        # shards first: a rank whose shard died fails, and its peer then waits in the allreduce
-        members = [(f"replay shard {i}", s.stats) for i, s in enumerate(self.roles.replay.shards)]
-        members += [(f"learner rank {i}", r.pid) for i, r in enumerate(self.roles.learners.ranks)]
-        for name, method in members:
-            try:
-                ray.get(method.remote(), timeout=PROBE_S)
-            except GetTimeoutError:
-                continue  # paused or wedged, not dead: a stall names it (health.hung_roles)
-            except RayActorError:
-                return self.died(f"{name} died", role=name)
-        return None
+        return supervision.dead_member(self.handles)
 
     def step_failure(self, pending: list) -> RunFailed:
         """Name the member that died, not the survivors' symptom (a closed gloo connection, a failed sample)."""
@@ -71,7 +56,7 @@ class Supervisor:
         line, hung = self.diagnose(consumer_version)
         if hung is None:
             raise RunFailed(line)
-        r = self.roles.cfg.run
+        r = self.handles.cfg.run
         if hung.learners and self.slow_step != consumer_version:
             # every role answers and the ranks hold their batches: a step slowed by a loaded box looks the same as
             # a hang for one window, and the ranks' recovery (every role from a checkpoint) is the costliest
@@ -97,14 +82,14 @@ class Supervisor:
     def recover_shard(self, i: int, cause: str) -> None:
         """Kill a hung shard: Ray restarts it in place, it restores its live snapshot and counts the restart
         (buffer/shard_restarts), and the calls in flight to it are sent again. With no restart left, a death."""
-        cfg, replay = self.roles.cfg, self.roles.replay
+        cfg, replay = self.handles.cfg, self.handles.replay
         allowed, used = shard_restarts(cfg), replay.restarts_seen(i)
         if used >= allowed:
             why = (f"run.max_shard_restarts={allowed} restarts are used up" if cfg.replay.snapshot_every_steps
                    else "has no live snapshot to restart from (replay.snapshot_every_steps)")
             raise self.died(f"replay shard {i} {cause} and {why}")
         replay.kill(i)
-        deadlines.credit_restart(self.roles, i)  # after the kill: no call whose rollouts it lost is missed
+        self.credit_restart(i)  # after the kill: no call whose rollouts it lost is missed
         print(f"replay shard {i} {cause}: killed, restarts from its live snapshot (restart {used + 1} of {allowed})",
               file=sys.stderr, flush=True)
 
@@ -113,42 +98,42 @@ class Supervisor:
         left the cluster, wait up to run.node_wait_s from now for its replacement to run somewhere (a replacement
         node, or room on another): the pace deals every W-th call to this position, so the run cannot go on
         without it. Returns whether it waited so."""
-        cfg = self.roles.cfg
+        cfg = self.handles.cfg
         limit = cfg.run.max_generator_restarts
-        if self.roles.restarts >= limit:
+        if self.handles.restarts >= limit:
             raise RunFailed(f"generator {i} {cause} and run.max_generator_restarts={limit} restarts are used up")
         if cfg.sync.type == "nccl":  # the group's communicators are broken: every member must form it anew
             raise self.died(f"generator {i} {cause} in the sync.type=nccl broadcast group, which re-forms when every "
                             "role restarts from the newest checkpoint (run.max_restarts)")
         since, role = time.monotonic(), f"generator {i}"
-        lost = left_node(self.roles.where, role, since + cfg.run.node_wait_s)
+        lost = left_node(self.handles.where, role, since + cfg.run.node_wait_s)
         self.replace_generator(i)
         how = "replaced"
         if lost:
             cause = f"{cause} on {lost}"
             self.await_placement(i, f"{role} {cause}", since + cfg.run.node_wait_s)
-            how = f"replaced on {node_of(self.roles.where, role)} after {time.monotonic() - since:.0f}s"
-        print(f"{role} {cause}: {how} (restart {self.roles.restarts} of {limit})", file=sys.stderr, flush=True)
+            how = f"replaced on {node_of(self.handles.where, role)} after {time.monotonic() - since:.0f}s"
+        print(f"{role} {cause}: {how} (restart {self.handles.restarts} of {limit})", file=sys.stderr, flush=True)
         return bool(lost)
 
     def await_placement(self, i: int, death: str, deadline: float) -> None:
         """Wait until generator i's replacement has started on a node, until the monotonic deadline; past it, the
         run stops in one line (a restart of every role would wait for the same resources)."""
-        c, r = self.roles.cfg.cluster, self.roles.cfg.run
+        c, r = self.handles.cfg.cluster, self.handles.cfg.run
         wants = ", ".join(f"{k}={v:g}" for k, v in c.generator_resources.items()) or f"{c.cpus_per_actor:g} CPU"
         print(f"{death}: waiting up to {r.node_wait_s:g}s (run.node_wait_s) for a node offering {wants} to run its "
               "replacement", file=sys.stderr, flush=True)
-        ref = self.roles.slots[i].actor.__ray_call__.remote(lambda _: ray.get_runtime_context().get_node_id())
+        ref = self.handles.slots[i].actor.__ray_call__.remote(lambda _: ray.get_runtime_context().get_node_id())
         if not ray.wait([ref], timeout=max(0.0, deadline - time.monotonic()))[0]:
             raise RunFailed(f"{death}, and no node offering {wants} started its replacement within "
                             f"run.node_wait_s={r.node_wait_s:g}s; once the cluster offers those resources again, "
                             f"{resume_hint(r.output_dir)}")
-        self.roles.where[f"generator {i}"] = placed_on(ray.get(ref))  # a later loss names the node it is on now
+        self.handles.where[f"generator {i}"] = placed_on(ray.get(ref))  # a later loss names the node it is on now
 
     def check_generators(self) -> bool:
         """Replace a generator whose actor died (it reloads the newest weights); re-raise one that failed. Returns
         whether a replacement waited for a lost node."""
-        slots, waited = self.roles.slots, False
+        slots, waited = self.handles.slots, False
         runs = [s.run for s in slots]
         ended = set(ray.wait(runs, num_returns=len(runs), timeout=0)[0])  # one call per step, not one per generator
         for i, s in enumerate(slots):
@@ -157,10 +142,10 @@ class Supervisor:
             try:
                 ray.get(s.run)
             except (ActorDiedError, ActorUnavailableError) as e:
-                if dead_role(e, self.roles) in (None, f"generator {i}"):  # its own death, not one its call saw
+                if dead_role(e, self.handles) in (None, f"generator {i}"):  # its own death, not one its call saw
                     waited |= self.recover_generator(i, "died")
                     continue
-                raise self.dead_member() or death_of(self.roles, e) from e  # a shard, the board: named, not this
+                raise self.dead_member() or death_of(self.handles, e) from e  # a shard, the board: named, not this
             except Exception as e:  # noqa: BLE001 - an insert into a dead shard lands here first
                 if (member := self.dead_member()) is not None:
                     raise member from e
@@ -175,8 +160,8 @@ class Supervisor:
         return waited
 
     def replace_generator(self, i: int) -> None:
-        roles = self.roles
-        s = roles.slots[i]
+        handles = self.handles
+        s = handles.slots[i]
         ray.kill(s.actor)  # one that hung; a dead one is gone already
         # the calls the position has made: its actor's own count, which includes where that actor started; one
         # that died before reporting made none beyond its start (counting rollouts from 0 repeated calls after a
@@ -184,8 +169,8 @@ class Supervisor:
         # (max: a report of the actor before may still arrive after its replacement started)
         calls = max(s.stats.calls, s.first_call) if s.stats else s.first_call
         # before the replacement reports: none is lost
-        deadlines.recovered(roles, [roles.reports.forget.remote(i)], ["generator reports"], f"generator {i}")
-        roles.reports_asked = None  # an answer asked before the forget would bring the old actor's numbers back
+        supervision.recovered(handles, [handles.reports.forget.remote(i)], ["generator reports"], f"generator {i}")
+        self.replaced(i)  # an answer asked before the forget would bring the old actor's numbers back
         s.actor = self.spawn(i, calls)
         s.run, s.stats, s.first_call = s.actor.run.remote(), None, calls
         s.restarts += 1
@@ -193,7 +178,7 @@ class Supervisor:
     def diagnose(self, consumer_version: int) -> tuple[str, Hung | None]:
         """One line: who waits on what, from probes waited on together for at most run.hung_probe_s; and the roles
         that hang, if any (hung_roles)."""
-        cfg, replay, slots, learners = self.roles.cfg, self.roles.replay, self.roles.slots, self.roles.learners
+        cfg, replay, slots, learners = self.handles.cfg, self.handles.replay, self.handles.slots, self.handles.learners
         n, t, g = cfg.rank_batch_size, len(replay.shards), len(slots)
         answers = probe_all([s.blocked_reason.remote(n, consumer_version) for s in replay.shards]
                             + [s.actor.stats.remote() for s in slots]
@@ -206,3 +191,17 @@ class Supervisor:
         line = (f"stalled: no learner step for {cfg.run.stall_timeout_s:g}s (step {consumer_version + 1}); "
                 f"{shard_text}; {gen_text}; sync {cfg.sync.type}")
         return line, hung_roles(shards, gens, consumer_version + 1, tables, list(zip(ranks, learners.pids)))
+
+    def credit_restart(self, i: int) -> None:
+        """Send shard i, killed to restart in place, the calls each generator has started (read after the kill: a
+        call whose rollouts it lost is never missed), its restore credit. Not waited on; with no answer from the
+        reports in run.hung_probe_s the shard keeps the pace's allowance, which may serve a few batches early,
+        never late."""
+        handles = self.handles
+        try:
+            latest = ray.get(handles.reports.all.remote(), timeout=handles.cfg.run.hung_probe_s)
+        except Exception:  # noqa: BLE001 - the allowance stands (a hung reports actor is found by its own probes)
+            return
+        calls = [max(latest[g].calls, s.first_call) if g in latest else s.first_call
+                 for g, s in enumerate(handles.slots)]
+        handles.replay.shards[i].restored_calls.remote(calls)

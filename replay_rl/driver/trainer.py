@@ -22,10 +22,10 @@ from replay_rl.driver.failures import RunFailed, log_error, resume_hint
 from replay_rl.driver.health import one_line, settle_nodes, with_lost_nodes
 from replay_rl.driver.launch import build
 from replay_rl.driver.preflight import preflight
-from replay_rl.driver.run_folder import (FolderLock, final_checkpoint, latest_own_checkpoint, prune_checkpoints,
-                                         read_run_id, save_checkpoint, start_run)
+from replay_rl.driver.checkpointer import Checkpointer
+from replay_rl.driver.run_folder import FolderLock, latest_own_checkpoint, prune_checkpoints, read_run_id, start_run
 from replay_rl.driver.session import connect, disconnect, stop_on_signals
-from replay_rl.driver.supervision import death_of
+from replay_rl.driver.supervision import dead_member, death_of
 from replay_rl.driver.trackers import make_trackers
 from replay_rl.driver.weight_checks import WeightChecks
 from replay_rl.evaluation.warmstart import ensure_model
@@ -107,8 +107,9 @@ def run_roles(cfg: RunConfig, model_path: str, resume: Path | None, restarts: in
     sink, roles = None, None
     try:
         roles = build_roles(cfg, model_path, run_restarts=restarts, place_by=place_by)
+        checkpointer, evals = Checkpointer(roles.handles, out, run_id), roles.evals
         (out / "placement.json").write_text(json.dumps(roles.placement(), indent=1))
-        start = roles.resume(resume, ledger) if resume else 0
+        start = checkpointer.resume(resume, ledger) if resume else 0
         sink = MetricsSink(out, keep_through_step=start if resume else -1)  # a fresh run starts a fresh file
         sink.mirror_to(make_trackers(cfg, out, run_id, start if resume else None, sink.kept, first_start))
         t0 = time.perf_counter() - ledger.wall_s
@@ -121,9 +122,9 @@ def run_roles(cfg: RunConfig, model_path: str, resume: Path | None, restarts: in
                 record.update({k: v for k, v in row.items() if k.startswith("eval/")})  # its ledger may be older
 
         if start == 0:  # where RL starts from, so every run reports before → after
-            log_evals(roles.start_eval(0, namespaced("ledger", ledger.summary())) + roles.finished_evals(wait=True))
+            log_evals(evals.start(0, namespaced("ledger", ledger.summary())) + evals.finished(wait=True))
         elif eval_lost(cfg, kept, start):
-            log_evals(roles.start_eval(start, namespaced("ledger", ledger.summary())))
+            log_evals(evals.start(start, namespaced("ledger", ledger.summary())))
         roles.start_generators()
         weight_checks = WeightChecks(cfg, out)
         step, saved = start, resume
@@ -139,21 +140,21 @@ def run_roles(cfg: RunConfig, model_path: str, resume: Path | None, restarts: in
                                     namespaced("ledger", ledger.summary()), namespaced("sync", sync or {}),
                                     namespaced("weight_check", checked))
             sink.log(step, "train", record)
-            log_evals(roles.finished_evals())                                 # evals run beside training
+            log_evals(evals.finished())                                       # evals run beside training
             if cfg.run.log_samples_every and step % cfg.run.log_samples_every == 0:
                 sink.log_samples(step, samples_at(step, roles.generator_samples()))
             if step % cfg.run.eval_every == 0 or step == cfg.run.steps:
-                log_evals(roles.start_eval(step, namespaced("ledger", ledger.summary())))
+                log_evals(evals.start(step, namespaced("ledger", ledger.summary())))
             if checkpoint_due(cfg, step):
-                saved = save_checkpoint(roles, out, step, ledger, run_id)
+                saved = checkpointer.save(step, ledger)
             if progress:
                 progress(step, record)
             if cfg.run.rollout_budget and ledger.k_inf >= cfg.run.rollout_budget:
                 break
-        log_evals(roles.finished_evals(wait=True))
+        log_evals(evals.finished(wait=True))
         weight_checks.observe(roles.generator_stats(wait=True))  # the checks the last steps' rows did not see yet
         # the end state: resumable (a longer rerun extends it), and its hf_model/ is this run's trained model
-        final = final_checkpoint(roles, out, step, ledger, run_id, saved)
+        final = checkpointer.final(step, ledger, saved)
         sink.close()  # every row on disk before the pictures read them
         model = link_final_model(out, final)
         prune_checkpoints(out, run_id, cfg.run.keep_checkpoints)  # the earlier end final_model named until now
@@ -168,7 +169,7 @@ def run_roles(cfg: RunConfig, model_path: str, resume: Path | None, restarts: in
     except (RayActorError, ObjectLostError) as e:  # a role died outside the step's handling (the generator reports)
         if roles is None:
             raise
-        raise roles.supervisor.dead_member() or death_of(roles, e) from e
+        raise dead_member(roles.handles) or death_of(roles.handles, e) from e
     finally:
         if roles is not None:
             roles.shutdown()

@@ -69,7 +69,7 @@ class LearnerGroup:
     def publish(self, version: int, for_eval: bool = False, receivers: tuple = (), gather=ray.get) -> dict[str, float]:
         """receivers: refs of calls that take part in this publish (generators awaiting it), waited on with it.
         Rank 0 sends; the others take part only under ZeRO-3, whose buckets they help gather. gather: how the
-        calls are waited for (the driver bounds its phases: deadlines.py)."""
+        calls are waited for (the driver bounds its phases: supervision.Phase)."""
         ranks = self.ranks if self.cfg.learner.zero_stage == 3 else self.ranks[:1]
         return gather([*[r.publish.remote(version, for_eval) for r in ranks], *receivers])[0]
 

@@ -155,9 +155,9 @@ def test_a_shard_dead_for_good_runs_out_of_its_restarts(monkeypatch):
             return RunFailed(death, death)
 
     monkeypatch.setattr("replay_rl.replay.client.ray.kill", lambda actor, no_restart: None)
-    monkeypatch.setattr("replay_rl.driver.deadlines.credit_restart", lambda roles, i: None)
-    roles = SimpleNamespace(cfg=RunConfig.load(None, ["run.max_shard_restarts=2"]), replay=ReplayClient([None]))
-    supervisor = NoCluster(roles, spawn=None)
+    monkeypatch.setattr(NoCluster, "credit_restart", lambda self, i: None)
+    handles = SimpleNamespace(cfg=RunConfig.load(None, ["run.max_shard_restarts=2"]), replay=ReplayClient([None]))
+    supervisor = NoCluster(handles, spawn=None)
     supervisor.recover_shard(0, "died")
     supervisor.recover_shard(0, "died")
     with pytest.raises(RunFailed, match="replay shard 0 died and run.max_shard_restarts=2 restarts are used up"):

@@ -9,7 +9,8 @@ import ray
 from replay_rl.config import RunConfig
 from replay_rl.replay.client import ReplayClient
 from replay_rl.replay.table_stats import TableStats
-from replay_rl.driver.roles import GeneratorSlot, Roles
+from replay_rl.driver.handles import GeneratorSlot, RoleHandles
+from replay_rl.driver.roles import Roles
 
 pytestmark = pytest.mark.ray
 
@@ -31,7 +32,8 @@ def test_a_shard_silent_on_its_stats_call_is_recovered_with_the_generators_hung_
                                 "run.hung_probe_s=2"])
     shards, generators = [LateStats.remote(0), LateStats.remote(8)], [LateStats.remote(d) for d in (0, 8, 0)]
     ray.get([a.__ray_ready__.remote() for a in shards + generators])  # started: only a late answer counts
-    roles = Roles(cfg, ReplayClient(shards), None, None, None, [GeneratorSlot(g) for g in generators], None, "")
+    roles = Roles(RoleHandles(cfg, ReplayClient(shards), None, None, None, [GeneratorSlot(g) for g in generators], None,
+                              ""))
     recovered = []
     roles.supervisor.recover_shard = lambda i, cause: recovered.append(("replay shard", i, cause))
     roles.supervisor.recover_generator = lambda i, cause: recovered.append(("generator", i, cause))
@@ -41,6 +43,6 @@ def test_a_shard_silent_on_its_stats_call_is_recovered_with_the_generators_hung_
     recovered.clear()
     shards[1], generators[1] = LateStats.remote(0), LateStats.remote(0)  # as restarted: every call answers
     ray.get([shards[1].__ray_ready__.remote(), generators[1].__ray_ready__.remote()])
-    roles.replay.shards, roles.slots[1].actor = shards, generators[1]
+    roles.handles.replay.shards, roles.handles.slots[1].actor = shards, generators[1]
     roles.replay_stats()
     assert recovered == []

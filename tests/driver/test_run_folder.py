@@ -11,12 +11,11 @@ import time
 
 import pytest
 
-from replay_rl.driver.checkpoints import STATE_FILE, checkpoint_dir, commit, staging_dir, write_manifest
+from replay_rl.driver.checkpoints import STATE_FILE, write_manifest
 from replay_rl.config import ConfigError, RunConfig
 from replay_rl.driver.preflight import check_output_dir
-from replay_rl.driver.run_folder import (LOCK_FILE, RUN_FILE, SET_ASIDE, AlreadyFinished, FolderLock, final_checkpoint,
-                                  latest_own_checkpoint, prune_checkpoints, read_run_id, save_checkpoint,
-                                  start_run)
+from replay_rl.driver.run_folder import (LOCK_FILE, RUN_FILE, SET_ASIDE, AlreadyFinished, FolderLock,
+                                         latest_own_checkpoint, prune_checkpoints, read_run_id, start_run)
 
 
 def cfg_for(out, *overrides):
@@ -167,25 +166,6 @@ def test_a_folder_that_cannot_be_made_or_locked_is_one_line(tmp_path, monkeypatc
     monkeypatch.setattr("replay_rl.driver.run_folder.fcntl.flock", no_locks)
     with pytest.raises(ConfigError, match=r"cannot lock .run.lock there \(No locks available\); use a local"):
         check_output_dir(cfg_for(tmp_path / "nfs"))
-
-
-class SavingRoles:
-    """roles.checkpoint as Roles does it: adds its state to the staging folder and commits it whole."""
-
-    cfg = RunConfig.load(None, [])
-
-    def checkpoint(self, out, step, ledger):
-        (staging_dir(out, step) / STATE_FILE).write_text(json.dumps({"step": step}))
-        return commit(staging_dir(out, step), checkpoint_dir(out, step))
-
-
-def test_a_run_without_an_id_writes_none_and_adopts_nothing(tmp_path):
-    saved = save_checkpoint(SavingRoles(), tmp_path, 2, None, None)
-    assert not (saved / RUN_FILE).exists()  # was {"run_id": null}
-    before = saved.stat().st_ino
-    # None == None is no proof that the checkpoint on disk is this attempt's: it saves anew
-    assert final_checkpoint(SavingRoles(), tmp_path, 2, None, None, saved) == saved
-    assert saved.stat().st_ino != before
 
 
 def test_a_run_that_died_at_its_end_before_it_ended_resumes_there(tmp_path):

@@ -28,12 +28,12 @@ def roles_with(stand_in_roles):
         ray.get(actor.__ray_ready__.remote())
         started.append(actor)
         if role == "replay shard 0":
-            roles.replay.shards[0] = actor
+            roles.handles.replay.shards[0] = actor
         elif role == "generator 0":
-            roles.slots[0].actor = actor
+            roles.handles.slots[0].actor = actor
         else:
-            setattr(roles, {"weight board": "board", "generator reports": "reports", "evaluator": "evaluator"}[role],
-                    actor)
+            name = {"weight board": "board", "generator reports": "reports", "evaluator": "evaluator"}[role]
+            setattr(roles.handles, name, actor)
         return roles, actor
 
     yield make
@@ -48,16 +48,16 @@ def test_a_role_dead_under_a_generators_call_is_named_not_the_generator(roles_wi
     used up". It is the shard's (the board's) death, named, for run.max_restarts."""
     roles, victim = roles_with(role, "hang")
     generator = StandIn.remote()
-    roles.slots = roles.slots[:1]  # one generator, whose call is in the dying role
-    roles.slots[0].actor, roles.slots[0].run = generator, generator.watch.remote(victim)
+    roles.handles.slots = roles.handles.slots[:1]  # one generator, whose call is in the dying role
+    roles.handles.slots[0].actor, roles.handles.slots[0].run = generator, generator.watch.remote(victim)
     ray.kill(victim)
-    ray.wait([roles.slots[0].run], timeout=30)
+    ray.wait([roles.handles.slots[0].run], timeout=30)
     try:
         with pytest.raises(RunFailed) as failed:
             roles.supervisor.check_generators()
     finally:
         ray.kill(generator)
-    assert failed.value.death == f"{role} died" and roles.restarts == 0
+    assert failed.value.death == f"{role} died" and roles.handles.restarts == 0
     assert str(failed.value).startswith(f"{role} died; resume with run.resume_from=auto")
 
 
@@ -67,15 +67,15 @@ def test_a_generator_whose_weights_are_gone_is_replaced_like_a_dead_one(stand_in
     it is the generator's death: replaced, its replacement loads the board's newest. So is a vLLM stream that broke
     off part way (HalfLoaded), which used to end the run the same way."""
     roles = stand_in_roles("run.max_generator_restarts=2")
-    roles.slots = roles.slots[:1]
+    roles.handles.slots = roles.handles.slots[:1]
     lost = StandIn.remote()
-    roles.slots[0].actor, roles.slots[0].run = lost, getattr(lost, call).remote()
+    roles.handles.slots[0].actor, roles.handles.slots[0].run = lost, getattr(lost, call).remote()
     replacement = StandIn.remote()
     roles.supervisor.spawn = lambda i, calls: replacement
-    ray.wait([roles.slots[0].run], timeout=30)
+    ray.wait([roles.handles.slots[0].run], timeout=30)
     try:
         roles.supervisor.check_generators()
-        assert roles.restarts == 1 and roles.slots[0].actor is replacement
+        assert roles.handles.restarts == 1 and roles.handles.slots[0].actor is replacement
         assert f"generator 0 {line}: replaced (restart 1 of 2)" in capsys.readouterr().err
     finally:
         ray.kill(replacement)
@@ -101,16 +101,16 @@ def test_a_role_with_no_restart_of_its_own_is_named_by_its_role(roles_with, role
     (run.max_restarts restarts every role)."""
     roles, victim = roles_with(role)
     ray.kill(victim)
-    failure = death_of(roles, death_seen_by_a_call(victim))
+    failure = death_of(roles.handles, death_seen_by_a_call(victim))
     assert failure.death == f"{role} died" and "The actor" not in str(failure)
 
 
 def test_an_evaluator_dead_in_its_eval_is_named_with_the_phase(roles_with):
     roles, evaluator = roles_with("evaluator", "hang")
-    roles.start_eval(4, {})
+    roles.evals.start(4, {})
     ray.kill(evaluator)
     with pytest.raises(RunFailed) as failed:
-        roles.finished_evals(wait=True)
+        roles.evals.finished(wait=True)
     assert failed.value.death == "evaluator died during the eval of step 4"
 
 

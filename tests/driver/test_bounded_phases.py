@@ -9,9 +9,10 @@ import time
 import pytest
 import ray
 
-from replay_rl.driver import deadlines
+from replay_rl.driver.checkpointer import Checkpointer
 from replay_rl.driver.checkpoints import STATE_FILE
 from replay_rl.driver.failures import RunFailed
+from replay_rl.driver.supervision import publish
 from replay_rl.driver.trainer import ledger_for
 from tests.stand_ins import StandIn, stand_in_roles, stand_ins  # noqa: F401 - fixtures
 
@@ -35,7 +36,7 @@ def test_a_role_hung_in_a_checkpoint_is_named_and_restarts_the_run(stand_in_role
     roles = stand_in_roles(hang=hang)
     started = time.monotonic()
     with pytest.raises(RunFailed) as failed:
-        roles.checkpoint(tmp_path, 3, ledger_for(roles.cfg))
+        Checkpointer(roles.handles, tmp_path, None).save(3, ledger_for(roles.handles.cfg))
     assert_named_death(failed, line, started)
 
 
@@ -57,7 +58,7 @@ def test_a_publish_held_by_a_paused_board_names_the_board(stand_in_roles, board,
     roles = stand_in_roles(*nccl, hang=("rank0", board))
     started = time.monotonic()
     with pytest.raises(RunFailed) as failed:
-        deadlines.publish(roles, 4, for_eval=for_eval)
+        publish(roles.handles, 4, for_eval=for_eval)
     name = "evaluator's weight board" if for_eval else "weight board"
     to = " to the evaluator" if for_eval else ""
     assert_named_death(failed, f"{name} hung (no answer in 2.5s) during the weight publish{to} of version 4", started)
@@ -77,10 +78,10 @@ def test_a_broadcast_held_or_failed_by_a_hung_generator_names_that_generator(sta
 
 def test_an_evaluator_hung_in_its_eval_is_named(stand_in_roles):
     roles = stand_in_roles(hang=("evaluator",))
-    assert roles.start_eval(0, {}) == []
+    assert roles.evals.start(0, {}) == []
     started = time.monotonic()
     with pytest.raises(RunFailed) as failed:
-        roles.finished_evals(wait=True)
+        roles.evals.finished(wait=True)
     assert_named_death(failed, "evaluator hung in the eval of step 0: not done in 2.5s (run.eval_timeout_s)", started)
 
 
@@ -92,8 +93,8 @@ def test_an_eval_whose_weights_are_gone_is_skipped_in_one_line_and_the_run_goes_
     try:
         ref = lost.lose_weights.remote()
         ray.wait([ref], timeout=60)  # a new actor's start is not the eval's time
-        roles.pending_eval = (3, {}, ref)
-        assert roles.finished_evals(wait=True) == [] and roles.pending_eval is None
+        roles.evals.pending = (3, {}, ref)
+        assert roles.evals.finished(wait=True) == [] and roles.evals.pending is None
     finally:
         ray.kill(lost)
     assert capsys.readouterr().err.strip() == (
@@ -107,12 +108,12 @@ def test_an_eval_whose_weights_are_gone_is_skipped_in_one_line_and_the_run_goes_
 ], ids=["learner-rank-load", "generator-first-weights"])
 def test_a_role_hung_in_a_resume_is_named(stand_in_roles, tmp_path, hang, line):
     roles = stand_in_roles(hang=hang)
-    ledger = ledger_for(roles.cfg)
+    ledger = ledger_for(roles.handles.cfg)
     (tmp_path / "step_2").mkdir()
     (tmp_path / "step_2" / STATE_FILE).write_text(json.dumps({"step": 2, "ledger": ledger.state()}))
     started = time.monotonic()
     with pytest.raises(RunFailed) as failed:
-        roles.resume(tmp_path / "step_2", ledger)
+        Checkpointer(roles.handles, tmp_path, None).resume(tmp_path / "step_2", ledger)
     assert_named_death(failed, line, started)
 
 
