@@ -200,10 +200,10 @@ def main(argv: list[str] | None = None) -> int:
 def study_specs(args: argparse.Namespace) -> RunConfig:
     """--study's runs, built here as the study builds them (a bad preset or override fails now, in one line); the
     first run's config, whose folders the warnings check. --out is the study's folder."""
-    from replay_rl.study.main import parse, plans_of
+    from replay_rl.study.main import plans_of, study_args
 
     args.out = args.out or "runs/bench/compute_saved"
-    study = parse(["--preset", args.study, "--out", args.out, *(a for s in args.set for a in ("-s", s))])
+    study = study_args(preset=args.study, out=args.out, set_=args.set)
     first = next(iter(plans_of(study, Path(args.out)).values()))[2][0][2]
     return first.model_copy(update={"run": first.run.model_copy(update={"output_dir": args.out})})
 

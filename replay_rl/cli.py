@@ -11,6 +11,7 @@ from typing import List, Optional
 import typer
 
 from replay_rl.probe.settings import ProbeSettings
+from replay_rl.study.main import command as study_command
 
 os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")
 
@@ -261,12 +262,7 @@ def probe(config: Optional[Path] = ConfigOpt, set_: Optional[List[str]] = SetOpt
         raise typer.Exit(code)
 
 
-@app.command(context_settings={"allow_extra_args": True, "ignore_unknown_options": True, "help_option_names": []})
-def study(ctx: typer.Context) -> None:
-    """The compute-saved study, each run a Ray Tune trial (`replay-rl study --help` for its options)."""
-    from replay_rl.study.main import main
-
-    main(ctx.args)
+app.command("study")(study_command)  # its options live beside the study (replay_rl/study/main.py)
 
 
 if __name__ == "__main__":

@@ -24,57 +24,60 @@ tasks' headlines side by side. Prints the headlines as JSON; progress goes to st
 
 from __future__ import annotations
 
-import argparse
 import sys
 import time
+from dataclasses import dataclass, field
 from pathlib import Path
+from typing import List, Optional
 
-from replay_rl.config import ConfigError
-from replay_rl.study.markdown import tasks_markdown
-from replay_rl.study.preset_schema import read
-from replay_rl.study.presets import PRESETS, STUDY_BASE
-from replay_rl.study.progress import Progress
-from replay_rl.study.report import front_page, kept_wall, report_one, strict_json
-from replay_rl.study.runs import StudyStopped, committed_runs, finished
-from replay_rl.study.specs import TASKS, absolute, run_specs, task_presets
+import click
+import typer
+
+from replay_rl.config_errors import ConfigError
+
+# the packaged presets' names, without reading them: `replay-rl --help` stays quick (the study's modules bring torch)
+PRESET_NAMES = sorted(p.stem for p in (Path(__file__).with_name("preset_files")).glob("*.yaml"))
 
 
-def parse(argv: list[str] | None) -> argparse.Namespace:
-    ap = argparse.ArgumentParser(prog="replay-rl study", description=__doc__.split("\n")[0])
-    ap.add_argument("--preset", default="quick", help=f"one of {', '.join(sorted(PRESETS))}, or a preset file of "
-                    "your own (PATH.yaml, as replay_rl/study/preset_files/ holds them)")
-    ap.add_argument("--out", default="runs/bench/compute_saved")
-    ap.add_argument("--task", action="append", choices=sorted(TASKS),
-                    help="run only this task (repeatable; default: every task the preset names)")
-    ap.add_argument("--set", "-s", action="append", default=[], help="override applied to every run")
-    ap.add_argument("--seeds", type=int, help="seeds per config (default: the preset's); sensitivity keeps ≤ this")
-    ap.add_argument("--configs", help="comma-separated subset of the preset's configs (the baseline always runs)")
-    ap.add_argument("--max-concurrent", type=int, default=None,
-                    help="at most this many runs at once (default: as many as the cluster's resources hold; one at "
-                         "a time when the study starts its own local Ray). A resumed study keeps its first value")
-    ap.add_argument("--report-only", action="store_true",
-                    help="run nothing: summarise the finished runs already in --out (a study stopped part-way); "
-                         "without it, finished runs in --out are kept and only the rest run")
-    ap.add_argument("--no-extend", action="store_true",
-                    help="summarise at the preset's base budget, into --out/base_budget/: its longer runs neither run "
-                         "nor count (the report of a study whose extension has not run yet)")
-    args = ap.parse_args(argv)
-    if args.max_concurrent is not None and args.max_concurrent < 1:
-        ap.error("--max-concurrent: at least 1")
+@dataclass
+class StudyArgs:
+    """The command line, checked (study_args): what study() runs."""
+    preset: str = "quick"
+    out: str = "runs/bench/compute_saved"
+    task: list[str] | None = None
+    set: list[str] = field(default_factory=list)
+    seeds: int | None = None
+    max_concurrent: int | None = None
+    report_only: bool = False
+    no_extend: bool = False
+    presets: dict = field(default_factory=dict)  # task -> its preset (task_presets)
+    keep: set[str] | None = None                 # --configs: the rows to run (None: all)
+
+
+def study_args(preset: str = "quick", out: str = "runs/bench/compute_saved", task: list[str] | None = None,
+               set_: list[str] | None = None, seeds: int | None = None, configs: str | None = None,
+               max_concurrent: int | None = None, report_only: bool = False, no_extend: bool = False) -> StudyArgs:
+    """The options as the command takes them, checked against the preset: a ConfigError line if they do not fit."""
+    from replay_rl.study.specs import TASKS, task_presets
+
+    if bad := sorted(set(task or []) - set(TASKS)):
+        raise ConfigError(f"--task: {bad} is not a study task; choose from {sorted(TASKS)}")
     try:
-        args.presets = task_presets(preset_named(args.preset), args.task)
-    except (ValueError, ConfigError) as e:
-        ap.error(str(e))
-    keep = set(args.configs.split(",")) if args.configs else None
-    rows = {n for p in args.presets.values() for g in ("configs", "sensitivity") for n in p[g]}
+        presets = task_presets(preset_named(preset), task)
+    except ValueError as e:
+        raise ConfigError(str(e)) from None
+    keep = set(configs.split(",")) if configs else None
+    rows = {n for p in presets.values() for g in ("configs", "sensitivity") for n in p[g]}
     if keep and keep - rows:
-        ap.error(f"--configs: {sorted(keep - rows)} not in preset {args.preset!r}; choose from {sorted(rows)}")
-    args.keep = keep
-    return args
+        raise ConfigError(f"--configs: {sorted(keep - rows)} not in preset {preset!r}; choose from {sorted(rows)}")
+    return StudyArgs(preset, out, task, list(set_ or []), seeds, max_concurrent, report_only, no_extend, presets, keep)
 
 
 def preset_named(name: str) -> dict:
     """A packaged preset by name, or a preset file by its path."""
+    from replay_rl.study.preset_schema import read
+    from replay_rl.study.presets import PRESETS
+
     if name in PRESETS:
         return PRESETS[name]
     path = Path(name)
@@ -85,8 +88,11 @@ def preset_named(name: str) -> dict:
     return read(path)
 
 
-def plans_of(args: argparse.Namespace, out: Path) -> dict[str, tuple[dict, list[str], list]]:
+def plans_of(args: StudyArgs, out: Path) -> dict[str, tuple[dict, list[str], list]]:
     """task -> (its preset as run, its base overrides, its specs), every spec's folders absolute."""
+    from replay_rl.study.presets import STUDY_BASE
+    from replay_rl.study.specs import TASKS, absolute, run_specs
+
     plans = {}
     for task, preset in args.presets.items():
         if args.no_extend:
@@ -101,12 +107,32 @@ def plans_of(args: argparse.Namespace, out: Path) -> dict[str, tuple[dict, list[
     return plans
 
 
-def main(argv: list[str] | None = None) -> None:
-    """argv: the command line's arguments (None: sys.argv's); the suite's report-only calls pass them in-process.
-    An input or a cluster that cannot run the study is one line on stderr and exit 2."""
-    args = parse(argv)
+def command(preset: str = typer.Option("quick", help=f"one of {', '.join(PRESET_NAMES)}, or a preset file of "
+                                        "your own (PATH.yaml, as replay_rl/study/preset_files/ holds them)"),
+            out: str = typer.Option("runs/bench/compute_saved", help="the study's folder (a rerun resumes it)"),
+            task: Optional[List[str]] = typer.Option(None, help="run only this task (repeatable; default: every "
+                                                     "task the preset names)"),
+            set_: Optional[List[str]] = typer.Option(None, "--set", "-s", help="override applied to every run"),
+            seeds: Optional[int] = typer.Option(None, min=1, help="seeds per config (default: the preset's); "
+                                                "sensitivity keeps ≤ this"),
+            configs: Optional[str] = typer.Option(None, help="comma-separated subset of the preset's configs (the "
+                                                  "baseline always runs)"),
+            max_concurrent: Optional[int] = typer.Option(None, min=1, help="at most this many runs at once "
+                                                         "(default: as many as the cluster's resources hold; one at a "
+                                                         "time when the study starts its own local Ray). A resumed "
+                                                         "study keeps its first value"),
+            report_only: bool = typer.Option(False, help="run nothing: summarise the finished runs already in --out "
+                                             "(a study stopped part-way); without it, finished runs in --out are "
+                                             "kept and only the rest run"),
+            no_extend: bool = typer.Option(False, help="summarise at the preset's base budget, into "
+                                           "--out/base_budget/: its longer runs neither run nor count (the report of "
+                                           "a study whose extension has not run yet)")) -> None:
+    """The compute-saved study, each run a Ray Tune trial. An input or a cluster that cannot run the study is one
+    line on stderr and exit 2."""
+    from replay_rl.study.runs import StudyStopped
+
     try:
-        study(args)
+        study(study_args(preset, out, task, set_, seeds, configs, max_concurrent, report_only, no_extend))
     except ConfigError as e:
         print(e, file=sys.stderr, flush=True)
         sys.exit(2)
@@ -115,7 +141,24 @@ def main(argv: list[str] | None = None) -> None:
         sys.exit(130)
 
 
-def study(args: argparse.Namespace) -> None:
+def main(argv: list[str] | None = None) -> None:
+    """`replay-rl study`'s command outside the CLI (benchmarks/compute_saved.py; the suite's report-only calls pass
+    argv in-process): the same options, parsed by the same typer command."""
+    app = typer.Typer(add_completion=False, pretty_exceptions_enable=False)
+    app.command()(command)
+    try:  # not standalone: a run that ends well returns here instead of exiting the caller's process
+        typer.main.get_command(app).main(args=argv, prog_name="replay-rl study", standalone_mode=False)
+    except click.ClickException as e:  # a usage mistake: click's own lines and exit 2, as on the command line
+        e.show()
+        sys.exit(e.exit_code)
+
+
+def study(args: StudyArgs) -> None:
+    from replay_rl.study.markdown import tasks_markdown
+    from replay_rl.study.progress import Progress
+    from replay_rl.study.report import front_page, kept_wall, report_one, strict_json
+    from replay_rl.study.runs import committed_runs, finished
+
     out = Path(args.out).absolute()
     plans = plans_of(args, out)
     t0 = time.perf_counter()

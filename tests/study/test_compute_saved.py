@@ -220,3 +220,27 @@ def test_the_schema_knows_every_study_task():
     from replay_rl.study.specs import TASKS
 
     assert set(get_args(Preset.model_fields["tasks"].annotation.__args__[0])) == set(TASKS)
+
+
+@pytest.mark.parametrize("argv, line", [
+    (["--preset", "typo"], "--preset 'typo': choose from ["),
+    (["--preset", "quick", "--configs", "nope"], "--configs: ['nope'] not in preset 'quick'; choose from"),
+    (["--preset", "quick", "--task", "nope"], "--task: ['nope'] is not a study task; choose from"),
+    (["--preset", "nothere.yaml"], "--preset nothere.yaml: no such file"),
+])
+def test_the_study_commands_mistakes_are_one_line_and_exit_2(argv, line, capsys):
+    """`replay-rl study` is a typer command like the others (issue 45: one CLI framework); a mistake in its options
+    is one line naming the option and the choices, before anything runs."""
+    from replay_rl.study.main import main
+
+    with pytest.raises(SystemExit) as exited:
+        main(argv)
+    err = capsys.readouterr().err
+    assert exited.value.code == 2 and err.startswith(line) and err.count("\n") == 1, err
+
+
+def test_the_cli_takes_the_studys_own_command():
+    from replay_rl.cli import app
+    from replay_rl.study.main import command
+
+    assert [c.callback for c in app.registered_commands if c.name == "study"] == [command]
