@@ -129,8 +129,10 @@ def command(preset: str = typer.Option("quick", help=f"one of {', '.join(PRESET_
                                            "a study whose extension has not run yet)")) -> None:
     """The compute-saved study, each run a Ray Tune trial. An input or a cluster that cannot run the study is one
     line on stderr and exit 2."""
+    from replay_rl.driver.session import one_line_thread_errors
     from replay_rl.study.runs import StudyStopped
 
+    one_line_thread_errors(Path(out).absolute())  # a library's thread that fails (Tune's, on a full disk): one line
     try:
         study(study_args(preset, out, task, set_, seeds, configs, max_concurrent, report_only, no_extend))
     except ConfigError as e:

@@ -244,3 +244,25 @@ def test_the_cli_takes_the_studys_own_command():
     from replay_rl.study.main import command
 
     assert [c.callback for c in app.registered_commands if c.name == "study"] == [command]
+
+
+def test_a_thread_that_fails_in_the_study_process_is_one_line_with_its_traceback_in_error_log(tmp_path, capsys,
+                                                                                            monkeypatch):
+    import threading
+
+    from replay_rl.study.main import main
+
+    monkeypatch.setattr(threading, "excepthook", threading.excepthook)  # put back after: the hook is process-wide
+    with pytest.raises(SystemExit):
+        main(["--preset", "quick", "--out", str(tmp_path), "--report-only"])  # nothing to report: it stops
+    capsys.readouterr()
+
+    def fail():
+        raise OSError(28, "No space left on device")
+
+    thread = threading.Thread(target=fail, name="writer")
+    thread.start()
+    thread.join()
+    err = capsys.readouterr().err
+    assert err.startswith("a background thread (writer) failed: ") and err.count("\n") == 1, err
+    assert "No space left on device" in (tmp_path / "error.log").read_text()
