@@ -5,6 +5,7 @@ Ray."""
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import numpy as np
@@ -21,8 +22,14 @@ class ServedLog:
         if self.path is None:
             return
         self.path.parent.mkdir(parents=True, exist_ok=True)
-        with self.path.open("a") as f:  # appended, no fsync: a killed process's writes survive it
-            f.write(" ".join(map(str, [consumer_version, *np.asarray(keys).tolist()])) + "\n")
+        line = (" ".join(map(str, [consumer_version, *np.asarray(keys).tolist()])) + "\n").encode()
+        # one write(2) on an O_APPEND file: a kill leaves the whole line or none (no fsync: the page cache outlives
+        # a killed process)
+        fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+        try:
+            os.write(fd, line)
+        finally:
+            os.close(fd)
 
 
 def trained_batches(path: Path) -> dict[int, list[int]]:

@@ -61,7 +61,10 @@ class ReplayShardImpl:
         self.restarts = self.live.count_restart()
         if self.live.exists():
             arrays, counters = read_snapshot(self.live.path, self._settings)
-            self.table.load_state(*drop_keys(arrays, counters, self.live.consumed()))
+            consumed = self.live.consumed()
+            self.table.load_state(*drop_keys(arrays, counters, consumed))
+            if len(consumed):  # the snapshot's key counter predates them: a new rollout must not take their keys
+                self.table.skip_keys_past(int(consumed.max()))
         self.restored_inserts = self.table.stats().inserts
         self.table.limiter.restored()
         self._recovering = True  # the limiter learns the learner's version at the next sample

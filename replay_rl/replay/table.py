@@ -234,6 +234,12 @@ class Table:
         self.rng.bit_generator.state = counters["rng"]
         self.stats_ = TableStats(**counters["stats"])
 
+    def skip_keys_past(self, key: int) -> None:
+        """Issue no key at or below `key` again (one this table served after the snapshot it was restored from):
+        keys name rollouts in the consume-once journal and the served audit, so a key is never given twice."""
+        if key >= self._next_key:
+            self._next_key = key + self._key_stride  # key is this table's own: offset + stride·j
+
 
 @dataclass(frozen=True)
 class RateLimit:

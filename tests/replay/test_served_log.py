@@ -44,3 +44,22 @@ def test_a_buffer_that_replays_keeps_no_audit(tmp_path):
 
     asyncio.run(scenario())
     assert not (tmp_path / "replay_served").exists()
+
+
+def test_rollouts_inserted_after_a_restore_never_take_the_keys_served_before_it(tmp_path):
+    """The review's case: the restored snapshot's key counter predates the keys served since; a new rollout given
+    one of them would read as a rollout trained twice (and a second restore would drop it as consumed)."""
+    spec = spec_for(tmp_path, "replay.type=lifo_once")
+
+    async def scenario():
+        shard = ReplayShardImpl(spec, 0)
+        await shard.insert(make_batch(4))
+        await shard.sample(4, 0)  # snapshots before serving: it holds the first 4
+        await shard.insert(make_batch(4))
+        await shard.sample(4, 1)  # keys inserted after the snapshot, served: in the journal
+        restored = ReplayShardImpl(spec, 0, reconstructed=True)
+        await restored.insert(make_batch(4))
+        await restored.sample(4, 2)
+
+    asyncio.run(scenario())
+    assert trained_twice([tmp_path / "replay_served" / "shard_0.keys"], range(3)) == (12, [])
