@@ -104,7 +104,7 @@ def train(config: Optional[Path] = ConfigOpt, set_: Optional[List[str]] = SetOpt
         except AlreadyFinished as e:  # rerun as is (a requeued job, resume_from=auto): done, not an error
             typer.echo(str(e), err=True)
             raise typer.Exit(0) from None
-    from replay_rl.driver.session import one_line_thread_errors
+    from replay_rl.driver.failures import one_line_thread_errors
     from replay_rl.driver.trainer import train as run  # Ray, torch and DeepSpeed: only once the inputs are known good
 
     one_line_thread_errors(Path(cfg.run.output_dir))

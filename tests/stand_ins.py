@@ -1,4 +1,4 @@
-"""Stand-in roles for the driver's tests (tests/driver/test_bounded_phases.py, test_supervision.py, test_checkpointer.py):
+"""Stand-in roles for the driver's tests (tests/driver/: test_bounded_phases, test_supervision, test_checkpointer):
 actors that answer every role's calls at once, late, or with an error, and Roles built of them. Fixtures: stand_ins,
 stand_in_roles."""
 

@@ -306,7 +306,7 @@ def test_losing_a_learner_node_stops_or_resumes_and_losing_the_generators_node_r
     # K_inf after a resume: no generator can make more than the pace's budget, B + s·R rollouts by version s (plus
     # the call it is in), so the count's offset from s·R stays ≤ B + one call (32) unless something is counted twice.
     # Resumed generators once counted on from the ledger's K_inf, read before the checkpoint was written, and made
-    # again what had been inserted meanwhile: 164..219 after the resume in 3 of 4 runs (Roles.resume)
+    # again what had been inserted meanwhile: 164..219 after the resume in 3 of 4 runs (Checkpointer.resume)
     r, per_call = 128 * (5 / 3) / 5.28, 32
     offset = {row["step"]: row["ledger/k_inf"] - row["step"] * r for row in rows}
     assert all(offset[s] <= 128 + per_call for s in range(1, steps + 1)), offset

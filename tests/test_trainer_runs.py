@@ -89,7 +89,7 @@ def assert_tracked(out: Path) -> None:
 
 def test_on_policy_mode_uses_each_rollout_once_also_across_a_resume(ray_cluster, warm_model, tmp_path):
     """The consume-once baseline, resumed from its step-2 checkpoint: the call its snapshot caught in part is made
-    again (Roles.resume rounds down), since a shard short of a credited share would wait for it for ever; K_inf
+    again (Checkpointer.resume rounds down), since a shard short of a credited share would wait for it for ever; K_inf
     stays within the pace's budget but for that call, and each rollout is trained on once. With MLflow on, the
     resume opens a second tracked run of the same run id that holds the whole history, as metrics.jsonl does."""
     path, _ = warm_model
@@ -150,7 +150,7 @@ def test_a_run_owns_its_folder_and_a_finished_run_extends_to_more_steps(ray_clus
     assert [r["ledger/k_train"] for r in train_rows] == [32 * s for s in range(1, 9)]
     for key in ("ledger/k_inf", "ledger/compute", "ledger/wall_s"):  # the ledger goes on from step 4's
         assert all(a[key] <= b[key] for a, b in zip(train_rows, train_rows[1:])), key
-    rpc = cfg.generation.rollouts_per_call  # Roles.resume may make again the call its snapshot caught in part
+    rpc = cfg.generation.rollouts_per_call  # Checkpointer.resume may make again the call its snapshot caught in part
     assert final["ledger/k_inf"] <= pace_for(cfg).budget(8) + rpc
     assert json.loads((out / "replay_stats.json").read_text())["inserts"] > json.loads(stats)["inserts"]
     assert json.loads((out / "run.json").read_text())["run_id"] == run_id

@@ -3,6 +3,8 @@ keeps every restart's cause and the final failure with their whole tracebacks, r
 
 from __future__ import annotations
 
+import sys
+import threading
 import traceback
 from pathlib import Path
 
@@ -36,3 +38,24 @@ def log_error(log: Path, headline: str, e: BaseException) -> str | None:
     except OSError as written:
         return f"{log} could not be written ({written.strerror or written})"
     return None
+
+
+def one_line(e: BaseException) -> str:
+    """The root cause of a (possibly Ray-wrapped) exception, as one line."""
+    cause = getattr(e, "cause", None) or e
+    text = str(cause).strip().splitlines()
+    return f"{type(cause).__name__}: {text[-1] if text else ''}".strip()
+
+
+def one_line_thread_errors(out: Path) -> None:
+    """An exception no thread of the driver caught (a library's writer thread: TensorBoard's, on a full disk) is one
+    line on stderr, its traceback in out/error.log, instead of a traceback on the terminal."""
+    def hook(args: threading.ExceptHookArgs) -> None:
+        if args.exc_value is None or isinstance(args.exc_value, SystemExit):
+            return
+        name = args.thread.name if args.thread else "?"
+        log = out / "error.log"
+        where = log_error(log, f"thread {name} failed", args.exc_value) or f"traceback: {log}"
+        print(f"a background thread ({name}) failed: {one_line(args.exc_value)} ({where})", file=sys.stderr,
+              flush=True)
+    threading.excepthook = hook

@@ -33,7 +33,7 @@ class RoleHandles:
     evaluator: object
     model_path: str
     reports: object = None       # GeneratorReports: every generator's newest stats, read in one call
-    where: dict = field(default_factory=dict)  # RunRoles.placement(): a role's death names the node it was lost with
+    where: dict = field(default_factory=dict)  # Roles.placement(): a role's death names the node it was lost with
     layout: object = None        # driver/placement.py's Placement: a replaced generator goes back into its bundle
 
     @property

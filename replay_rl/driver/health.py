@@ -10,6 +10,7 @@ import ray
 from ray.exceptions import RayActorError
 from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
+from replay_rl.driver.failures import one_line
 from replay_rl.replay.shard import NOT_ASKED, SERVED
 
 PROBE_S = 5.0  # how long a probe that tells a dead actor from a busy one waits for its answer
@@ -96,12 +97,6 @@ def probe_all(refs: list, seconds: float = PROBE_S) -> list:
             out.append("dead")
     return out
 
-
-def one_line(e: BaseException) -> str:
-    """The root cause of a (possibly Ray-wrapped) exception, as one line."""
-    cause = getattr(e, "cause", None) or e
-    text = str(cause).strip().splitlines()
-    return f"{type(cause).__name__}: {text[-1] if text else ''}".strip()
 
 
 def first_error(refs: list) -> str:

@@ -21,7 +21,7 @@ import uuid
 from dataclasses import dataclass
 from pathlib import Path
 
-from replay_rl.driver.checkpoints import (STATE_FILE, CheckpointRefused, checkpoint_dir, clean_stale, is_checkpoint,
+from replay_rl.driver.checkpoints import (STATE_FILE, CheckpointRefused, clean_stale, is_checkpoint,
                                           resolve_resume, verify)
 from replay_rl.config import ConfigError, RunConfig
 from replay_rl.driver.trackers import LOCAL_STORES

@@ -21,8 +21,7 @@ from pathlib import Path
 import ray
 
 from replay_rl.config import RunConfig
-from replay_rl.driver.failures import RunFailed, log_error
-from replay_rl.driver.health import one_line
+from replay_rl.driver.failures import RunFailed, log_error, one_line
 from replay_rl.driver.orphan_guard import start_guard
 from replay_rl.driver.preflight import check_fits
 
@@ -148,17 +147,3 @@ def disk_full(e: BaseException | None) -> OSError | None:
             return e
         e = getattr(e, "cause", None) or e.__cause__ or e.__context__
     return None
-
-
-def one_line_thread_errors(out: Path) -> None:
-    """An exception no thread of the driver caught (a library's writer thread: TensorBoard's, on a full disk) is one
-    line on stderr, its traceback in out/error.log, instead of a traceback on the terminal."""
-    def hook(args: threading.ExceptHookArgs) -> None:
-        if args.exc_value is None or isinstance(args.exc_value, SystemExit):
-            return
-        name = args.thread.name if args.thread else "?"
-        log = out / "error.log"
-        where = log_error(log, f"thread {name} failed", args.exc_value) or f"traceback: {log}"
-        print(f"a background thread ({name}) failed: {one_line(args.exc_value)} ({where})", file=sys.stderr,
-              flush=True)
-    threading.excepthook = hook

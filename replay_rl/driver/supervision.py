@@ -12,9 +12,9 @@ from typing import Callable
 import ray
 from ray.exceptions import GetTimeoutError, RayActorError
 
-from replay_rl.driver.failures import RunFailed, resume_hint
+from replay_rl.driver.failures import RunFailed, one_line, resume_hint
 from replay_rl.driver.handles import RoleHandles
-from replay_rl.driver.health import PROBE_S, NoAnswer, node_of, one_line, probe_all
+from replay_rl.driver.health import PROBE_S, NoAnswer, node_of, probe_all
 
 
 def died(handles: RoleHandles, death: str, role: str = "") -> RunFailed:
@@ -129,5 +129,6 @@ def publish_blame(handles: RoleHandles, phase: str, for_eval: bool = False) -> C
         lambda: None)
     if handles.cfg.sync.type != "nccl" or for_eval:
         return board_blame
-    members = {f"generator {i}": s.actor for i, s in enumerate(handles.slots)}
-    return lambda: first_silent(handles, members, "pid", phase) or board_blame()
+    # the generators as the blame runs (not as it was built): a replaced one is probed, never its dead actor
+    return lambda: first_silent(handles, {f"generator {i}": s.actor for i, s in enumerate(handles.slots)}, "pid",
+                                phase) or board_blame()

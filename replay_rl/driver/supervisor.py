@@ -15,9 +15,9 @@ from ray.exceptions import ActorDiedError, ActorUnavailableError
 
 from replay_rl.config.replay_specs import shard_restarts
 from replay_rl.driver import supervision
-from replay_rl.driver.failures import RunFailed, resume_hint
+from replay_rl.driver.failures import RunFailed, one_line, resume_hint
 from replay_rl.driver.handles import RoleHandles
-from replay_rl.driver.health import Hung, first_error, hung_roles, left_node, node_of, one_line, placed_on, probe_all
+from replay_rl.driver.health import Hung, first_error, hung_roles, left_node, node_of, placed_on, probe_all
 from replay_rl.driver.supervision import dead_role, death_of
 from replay_rl.generation.backend import HalfLoaded
 from replay_rl.generation.reports import GeneratorStats

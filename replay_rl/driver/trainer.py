@@ -18,8 +18,8 @@ from replay_rl.analysis.accounting import ComputeLedger
 from replay_rl.analysis.report import write_report
 from replay_rl.config import RunConfig
 from replay_rl.driver.checkpoints import link_final_model
-from replay_rl.driver.failures import RunFailed, log_error, resume_hint
-from replay_rl.driver.health import one_line, settle_nodes, with_lost_nodes
+from replay_rl.driver.failures import RunFailed, log_error, one_line, resume_hint
+from replay_rl.driver.health import settle_nodes, with_lost_nodes
 from replay_rl.driver.launch import build
 from replay_rl.driver.preflight import preflight
 from replay_rl.driver.checkpointer import Checkpointer

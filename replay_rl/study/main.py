@@ -25,6 +25,7 @@ tasks' headlines side by side. Prints the headlines as JSON; progress goes to st
 from __future__ import annotations
 
 import sys
+import threading
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -129,12 +130,13 @@ def command(preset: str = typer.Option("quick", help=f"one of {', '.join(PRESET_
                                            "a study whose extension has not run yet)")) -> None:
     """The compute-saved study, each run a Ray Tune trial. An input or a cluster that cannot run the study is one
     line on stderr and exit 2."""
-    from replay_rl.driver.session import one_line_thread_errors
+    from replay_rl.driver.failures import one_line_thread_errors
     from replay_rl.study.runs import StudyStopped
 
-    one_line_thread_errors(Path(out).absolute())  # a library's thread that fails (Tune's, on a full disk): one line
     try:
-        study(study_args(preset, out, task, set_, seeds, configs, max_concurrent, report_only, no_extend))
+        args = study_args(preset, out, task, set_, seeds, configs, max_concurrent, report_only, no_extend)
+        one_line_thread_errors(Path(out).absolute())  # a library's thread that fails (Tune's, full disk): one line
+        study(args)
     except ConfigError as e:
         print(e, file=sys.stderr, flush=True)
         sys.exit(2)
@@ -148,11 +150,14 @@ def main(argv: list[str] | None = None) -> None:
     argv in-process): the same options, parsed by the same typer command."""
     app = typer.Typer(add_completion=False, pretty_exceptions_enable=False)
     app.command()(command)
+    hook = threading.excepthook  # the command's one-line hook is its run's: an in-process caller gets its own back
     try:  # not standalone: a run that ends well returns here instead of exiting the caller's process
         typer.main.get_command(app).main(args=argv, prog_name="replay-rl study", standalone_mode=False)
     except click.ClickException as e:  # a usage mistake: click's own lines and exit 2, as on the command line
         e.show()
         sys.exit(e.exit_code)
+    finally:
+        threading.excepthook = hook
 
 
 def study(args: StudyArgs) -> None:

@@ -43,8 +43,8 @@ def score_groups(task: Task, tokenizer, problems: Sequence[Problem], prompts: Se
                  group_ids: Iterable[int], versions: Callable[[object], tuple[int, int, int]],
                  generator_id: int, ddof: int = 0) -> list[Rollout]:
     """groups[i]: problem i's completions (backend.Completion). versions(completion): its (policy_version,
-    last_version, created_step). ddof: the advantage's std (generation.advantage_std; 0 population, 1 sample). Rollouts are built by keyword: two of the 13 fields swapped by position would
-    go unnoticed."""
+    last_version, created_step). ddof: the advantage's std (generation.advantage_std; 0 population, 1 sample).
+    Rollouts are built by keyword: two of the 13 fields swapped by position would go unnoticed."""
     rollouts, scored = [], rewards_by_group(task, tokenizer, problems, groups)
     for prompt, group, gid, group_rewards in zip(prompts, groups, group_ids, scored):
         rewards, advantages, baseline = applicable_advantages(group_rewards, ddof)

@@ -80,7 +80,7 @@ def test_an_exception_no_driver_thread_caught_is_one_line_and_its_traceback_in_e
     """A library's own thread (TensorBoard's event writer, on a full disk) printed its traceback on the terminal."""
     import threading
 
-    from replay_rl.driver.session import one_line_thread_errors
+    from replay_rl.driver.failures import one_line_thread_errors
 
     before = threading.excepthook
     try:

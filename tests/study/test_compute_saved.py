@@ -250,11 +250,16 @@ def test_a_thread_that_fails_in_the_study_process_is_one_line_with_its_traceback
                                                                                             monkeypatch):
     import threading
 
-    from replay_rl.study.main import main
+    from replay_rl.study.main import command, main
 
-    monkeypatch.setattr(threading, "excepthook", threading.excepthook)  # put back after: the hook is process-wide
+    before = threading.excepthook
     with pytest.raises(SystemExit):
         main(["--preset", "quick", "--out", str(tmp_path), "--report-only"])  # nothing to report: it stops
+    assert threading.excepthook is before  # an in-process caller gets its own hook back
+    monkeypatch.setattr(threading, "excepthook", threading.excepthook)  # put back after: the hook is process-wide
+    with pytest.raises(SystemExit):  # the command itself, as `replay-rl study` runs it
+        command(preset="quick", out=str(tmp_path), task=None, set_=None, seeds=None, configs=None,
+                max_concurrent=None, report_only=True, no_extend=False)
     capsys.readouterr()
 
     def fail():
