@@ -11,6 +11,7 @@ import time
 import ray
 
 from replay_rl.analysis.accounting import ComputeLedger
+from replay_rl.config.replay_specs import shard_restarts
 from replay_rl.driver.eval_schedule import EvalSchedule
 from replay_rl.driver.failures import RunFailed
 from replay_rl.driver.handles import RoleHandles
@@ -125,8 +126,14 @@ class Roles:
             self.supervisor.recover(Hung(silent, tuple(i for i, g in enumerate(gens) if isinstance(g, NoAnswer))),
                                     f"did not answer a stats call in {bound:g}s",
                                     f"did not answer in {probe:g}s beside a hung shard")
-            return h.replay.stats(recovered(h, refs, h.shard_names(), ", ".join(f"replay shard {i}" for i in silent)))
-        return h.replay.stats(ray.get(refs))
+            stats = h.replay.stats(recovered(h, refs, h.shard_names(), ", ".join(f"replay shard {i}" for i in silent)))
+        else:
+            stats = h.replay.stats(ray.get(refs))
+        for i, restarts, lost in h.replay.take_restored():  # Ray restarted it in place: said, as a replacement is
+            print(f"replay shard {i} died: restored in place from its live snapshot (restart {restarts} of "
+                  f"{shard_restarts(h.cfg)}; at least {lost} rollouts inserted after it lost)", file=sys.stderr,
+                  flush=True)
+        return stats
 
     def update(self, ledger: ComputeLedger, replay: TableStats, learner: dict[str, float],
                sync: dict[str, float] | None, wall_s: float) -> None:

@@ -36,6 +36,7 @@ class ReplayClient:
         self._seen = [(0, 0)] * len(shards)
         self._lost = 0
         self._kills = [0] * len(shards)  # the driver's own restarts of each shard (kill)
+        self._restored: list[tuple[int, int, int]] = []  # (shard, its restarts, rollouts lost): deaths Ray recovered
 
     def insert(self, batch: RolloutBatch, owner: np.ndarray | None = None, call: int | None = None) -> None:
         """Queue `batch` for insertion; blocks only when max_in_flight inserts are outstanding (backpressure).
@@ -73,11 +74,20 @@ class ReplayClient:
         for i, p in enumerate(parts):
             inserts, restarts = self._seen[i]
             if p.shard_restarts > restarts:
-                self._lost += max(0, inserts - p.restored_inserts)
+                lost = max(0, inserts - p.restored_inserts)
+                self._lost += lost
+                if p.shard_restarts > self._kills[i]:  # a death Ray recovered, not the driver's own kill
+                    self._restored.append((i, p.shard_restarts, lost))
             self._seen[i] = (p.inserts, p.shard_restarts)
         merged = TableStats.merge(parts)
         merged.rollouts_lost = self._lost
         return merged
+
+    def take_restored(self) -> list[tuple[int, int, int]]:
+        """The shards Ray restored in place after a death since the last call, as stats() saw them: (shard, its
+        restarts so far, the rollouts it lost, a lower bound). The driver's own kills are not among them."""
+        out, self._restored = self._restored, []
+        return out
 
     def restarts_seen(self, shard_id: int) -> int:
         """Restarts of the shard so far: those its stats reported, or the driver's own kills where more (a shard

@@ -76,6 +76,9 @@ def test_killed_or_paused_roles_are_recovered_in_place(ray_cluster, warm_model, 
     # shards: restored after the kill and after the pause; K_inf charges the rollouts lost too, so it never goes back
     assert final["buffer/shard_restarts"] == 2 and "shard_recovered_s" in seen
     assert re.search(rf"replay shard [01] {hung}: killed, restarts from its live snapshot \(restart [12] of 3\)", err)
+    # the SIGKILLed one, which Ray restarted in place: said once, as a replaced generator is (soak v2: it was silent)
+    restored = r"replay shard [01] died: restored in place from its live snapshot \(restart 1 of 3;"
+    assert len(re.findall(restored, err)) == 1, err
     assert all(a["ledger/k_inf"] <= b["ledger/k_inf"] for a, b in zip(rows, rows[1:]))
     assert 0 <= final["buffer/rollouts_lost"] <= seen["k_inf_before_pause"] <= final["ledger/k_inf"]
     assert final["ledger/k_inf"] >= 8 * 32 / final["buffer/replay_ratio"] - 1e-9
