@@ -68,7 +68,7 @@ def eval_(model: Optional[Path] = typer.Argument(None, help="HF model folder; de
           k: Optional[int] = typer.Option(None, help="k of pass@k; default run.eval_k")) -> None:
     """pass@1 (greedy and sampled) and pass@k on the task's eval split."""
     from replay_rl.evaluation.passk import evaluate_for_run
-    from replay_rl.generation.hf import HFBackend
+    from replay_rl.generation.factory import make_backend
     from replay_rl.models.hf_folder import load_tokenizer
     from replay_rl.tasks import make_task
     from replay_rl.driver.preflight import check_model_folder
@@ -83,7 +83,7 @@ def eval_(model: Optional[Path] = typer.Argument(None, help="HF model folder; de
         check_model_folder(path, "MODEL" if model else field)
     typer.echo(f"scoring {path}" + ("" if model else " (the run's final model)" if path == trained else
                                    f" ({field}: no final_model in run.output_dir yet)"), err=True)
-    backend = HFBackend(str(path), cfg.model.dtype)
+    backend = make_backend(cfg.eval_generation, cfg.model, str(path), bucket_mb=cfg.sync.bucket_mb, seed=cfg.run.seed)
     result = evaluate_for_run(backend, load_tokenizer(path), make_task(cfg.task, cfg.task.split_seed), cfg, k)
     typer.echo(json.dumps(result))
 

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Literal
+
 from pydantic import Field
 
 from replay_rl.config.base import _Section
@@ -105,6 +107,10 @@ class RunSettings(_Section):
     """Held-out problems per eval (capped by the split). 1000 gives σ ≈ 0.015 on pass@1."""
     eval_k: int = Field(4, ge=1)
     """k of pass@k, sampled at generation.eval_temperature; pass@1 is greedy."""
+    eval_backend: Literal["transformers", "generation"] = "transformers"
+    """The evaluator's engine, built by the generation factory: transformers (the default: runs on either engine
+    are scored by one greedy decoder, which is how their learning parity was measured), or generation (the
+    generators' own generation.backend, e.g. vLLM: faster on large models, scored by that engine)."""
     checkpoint_every: int | None = Field(None, ge=1)
     """Save learner state + buffer every k steps; None: only the final checkpoint."""
     keep_checkpoints: int | None = Field(3, ge=1)

@@ -15,7 +15,7 @@ from pydantic import ValidationError, model_validator
 
 from replay_rl.config.base import _Section
 from replay_rl.config.cluster import ClusterConfig, RunSettings
-from replay_rl.config.generation import GenerationConfig
+from replay_rl.config.generation import GenerationConfig, HFBackendConfig
 from replay_rl.config.learner import LearnerConfig, ObjectStoreSyncConfig, SyncConfig
 from replay_rl.config.model import ModelConfig, WarmstartConfig
 from replay_rl.config.replay import FifoReplayConfig, ReplayConfig
@@ -87,6 +87,14 @@ class RunConfig(_Section):
     @property
     def shard_capacity(self) -> int:
         return self.replay.capacity // self.cluster.learners
+
+    @property
+    def eval_generation(self) -> GenerationConfig:
+        """The generation settings an evaluation's backend is built from (run.eval_backend): the generators' own,
+        or the same with the transformers backend."""
+        if self.run.eval_backend == "generation":
+            return self.generation
+        return self.generation.model_copy(update={"backend": HFBackendConfig()})
 
     @property
     def rank_batch_size(self) -> int:

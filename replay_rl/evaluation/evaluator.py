@@ -1,6 +1,7 @@
-"""Evaluator: a Ray actor holding its own generation backend; evaluates the latest published weights. Its backend is
-transformers whatever generation.backend says, on purpose: runs on either engine are scored by the same greedy
-decoder (the engines' learning parity was measured so), at the cost of speed on large models."""
+"""Evaluator: a Ray actor holding its own generation backend, built by the generation factory; evaluates the latest
+published weights. Its backend is transformers whatever generation.backend says unless run.eval_backend=generation:
+by default runs on either engine are scored by the same greedy decoder (the engines' learning parity was measured
+so), at the cost of speed on large models."""
 
 from __future__ import annotations
 
@@ -9,7 +10,7 @@ import torch
 
 from replay_rl.config import RunConfig
 from replay_rl.evaluation.passk import evaluate_for_run
-from replay_rl.generation.hf import HFBackend
+from replay_rl.generation.factory import make_backend
 from replay_rl.models.hf_folder import load_tokenizer
 from replay_rl.sync.base import load_if_newer
 from replay_rl.sync.object_store import ObjectStoreSubscriber
@@ -20,7 +21,9 @@ class EvaluatorImpl:
     def __init__(self, cfg: RunConfig, model_path: str, board) -> None:
         torch.set_num_threads(1)
         self.cfg = cfg
-        self.backend = HFBackend(model_path, cfg.model.dtype, "cuda" if torch.cuda.is_available() else "cpu")
+        device = "cuda" if torch.cuda.is_available() else "cpu"
+        self.backend = make_backend(cfg.eval_generation, cfg.model, model_path, device, bucket_mb=cfg.sync.bucket_mb,
+                                    seed=cfg.run.seed)
         self.tokenizer = load_tokenizer(model_path)
         self.task = make_task(cfg.task, cfg.task.split_seed)
         self.weights = ObjectStoreSubscriber(board)

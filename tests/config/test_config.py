@@ -169,3 +169,14 @@ def test_a_flow_mapping_without_a_space_after_its_colon_is_told_how_to_write_it(
     with pytest.raises(ConfigError, match=r"^config error: generation.prompt_replay.share:0.2: unknown key; write "
                                           r"`share: 0.2`, with a space after the colon$"):
         RunConfig.load(None, ["generation.prompt_replay={share:0.2}"])
+
+
+def test_the_evaluator_scores_on_transformers_unless_told_to_use_the_generators_engine():
+    """Issue 45, item 2: the evaluator and `replay-rl eval` build their backend through the generation factory, from
+    cfg.eval_generation; a new backend reaches evaluation with run.eval_backend=generation."""
+    vllm = ["generation.backend.type=vllm", "generation.backend.gpu_memory_utilization=0.3"]
+    assert RunConfig.load(None, vllm).eval_generation.backend.type == "transformers"
+    chosen = RunConfig.load(None, [*vllm, "run.eval_backend=generation"]).eval_generation
+    assert chosen.backend.type == "vllm" and chosen.backend.gpu_memory_utilization == 0.3
+    with pytest.raises(ConfigError, match="run.eval_backend"):
+        RunConfig.load(None, ["run.eval_backend=vlm"])
