@@ -84,3 +84,21 @@ def test_the_warmstart_command_warns_when_its_build_is_not_the_reference(init_mo
     assert len(warnings) == 1 and warnings[0].startswith(
         f"warning: {tmp_path / 'w'} holds sha256 {model_checksum(tmp_path / 'w')[:12]}, not the shipped reference "
         "aaaaaaaaaaaa for these settings"), done.stderr[-2000:]
+
+
+def test_replay_rl_eval_scores_a_model_folder_through_the_factory_as_the_step_0_eval_does():
+    """`replay-rl eval FOLDER` builds its backend through the generation factory (cfg.eval_generation): on the
+    shipped model its greedy pass@1 is the manifest's, as the run's step-0 eval is."""
+    import json
+
+    from typer.testing import CliRunner
+
+    from replay_rl.cli import app
+
+    folder = shipped_for(RunConfig.load(str(ROOT / CONFIGS["arith2-warm-330"])))
+    manifest = read_manifest(folder)
+    result = CliRunner().invoke(app, ["eval", str(folder), "-c", str(ROOT / CONFIGS["arith2-warm-330"]),
+                                      "-s", f"run.eval_prompts={manifest['eval_problems']}", "--k", "1"])
+    assert result.exit_code == 0, result.output
+    scores = json.loads(result.stdout.strip().splitlines()[-1])
+    assert abs(scores["pass@1"] - manifest["eval_accuracy"]) <= 0.005, scores
