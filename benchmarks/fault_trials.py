@@ -234,4 +234,5 @@ def attempt(trial: Trial, out: Path, settings: list[str], runtime, outcome: Outc
 
 def recovery_line(line: str, failed_prefix: str) -> bool:
     """A line the run printed about a fault: a role recovered in place, a restart, or the one-line failure."""
-    return line.startswith(("restart ", failed_prefix)) or ": replaced" in line or ": restored in place" in line or ": killed, " in line
+    in_place = (": replaced", ": restored in place", ": killed, ")
+    return line.startswith(("restart ", failed_prefix)) or any(s in line for s in in_place)

@@ -240,8 +240,8 @@ class PacedLimiter:
     def resume_stream(self, rollouts: int) -> None:
         """After a resume whose generators go on from rollout `rollouts` of the stream: this shard's deal of the
         rollouts before it counts as delivered. A call the snapshot caught in part and the resume point passes
-        (driver.checkpointer.resumed_calls rounds up for a buffer that keeps its rows) is not made again, and its missing share would
-        otherwise be owed for ever."""
+        (driver.checkpointer.resumed_calls rounds up for a buffer that keeps its rows) is not made again, and its
+        missing share would otherwise be owed for ever."""
         self.inserts = max(self.inserts, int(dealt_to(self.shard, rollouts, self.shards)))
 
     def why_blocked(self, consumer_version: int = 0) -> str:
