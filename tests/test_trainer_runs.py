@@ -242,10 +242,12 @@ def test_each_off_policy_correction_trains_the_testbed_for_20_steps(ray_cluster,
     path, _ = warm_model
     out = tmp_path / correction
     stale = ["learner.loss.stale_negatives={max_age: 1, weight: 0}"] if correction == "mis" else []
+    # tis also trains on the smaller batch (learner.drop_zero_advantage): the ledger charges the rollouts trained
+    drop = ["learner.drop_zero_advantage=true"] if correction == "tis" else []
     # one generator and one rank: the staleness comes from the emulated pace, not from the actors' count
     final = train(run_cfg(path, out, "run.steps=20", "run.eval_every=20", "run.eval_prompts=20",
                           "cluster.generators=1", "cluster.learners=1",
-                          f"learner.loss.correction={correction}", "learner.loss.correction_cap=1.5", *stale))
+                          f"learner.loss.correction={correction}", "learner.loss.correction_cap=1.5", *stale, *drop))
     rows = read_metrics(out / "metrics.jsonl", "train")
     assert final["step"] == 20 and [r["step"] for r in rows] == list(range(1, 21))
     assert all(0 < r["correction/ess"] <= 1 + 1e-9 and 0 <= r["correction/changed_fraction"] <= 1 for r in rows)
@@ -253,3 +255,8 @@ def test_each_off_policy_correction_trains_the_testbed_for_20_steps(ray_cluster,
     assert max(r["correction/changed_fraction"] for r in rows) > 0  # replayed, stale rollouts get corrected
     if stale:  # none at step 1 (every rollout fresh), some once the buffer holds older ones
         assert rows[0]["stale/negative_fraction"] == 0 and max(r["stale/negative_fraction"] for r in rows) > 0
+    if drop:  # a batch's zero-advantage rollouts are left out, and K_train counts only the rest
+        b = run_cfg(path, out).learner.batch_size
+        shares = [r["batch/trained_share"] for r in rows]
+        assert shares == pytest.approx([1 - r["batch/zero_variance_share"] for r in rows]) and min(shares) < 1
+        assert [r["ledger/k_train"] for r in rows] == np.cumsum([round(s * b) for s in shares]).tolist()

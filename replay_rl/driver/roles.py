@@ -146,7 +146,9 @@ class Roles:
             # of all groups generated so far by the generators now running (a replaced one's count restarts)
             extra["zero_variance_share_fresh"] = sum(g.zero_variance_groups for g in gens) / max(groups, 1)
             extra["prompt_replay_share"] = sum(g.prompts_replayed for g in gens) / max(groups, 1)
-        ledger.observe(inserts=replay.inserts, lost=replay.rollouts_lost, consumed=cfg.learner.batch_size,
+        # K_train: the rollouts the loss trained on (learner.drop_zero_advantage leaves some out); ranks' equal shares
+        consumed = round(learner.get("trained_share", 1.0) * cfg.learner.batch_size)
+        ledger.observe(inserts=replay.inserts, lost=replay.rollouts_lost, consumed=consumed,
                        tokens=sum(g.tokens for g in gens), generator_busy_s=sum(g.busy_s for g in gens),
                        learner_busy_s=learner["rank_busy_s"] * cfg.cluster.learners, wall_s=wall_s,
                        publish_s=sync["publish_s"] if sync else 0.0,

@@ -99,8 +99,9 @@ class LearnerEngine:
         t0 = time.perf_counter()
         self.engine.train()
         parts = self._micro_batches(batch)
-        own_tokens, rollouts = float(np.diff(batch.completion_offsets).sum()), float(len(batch))
-        tokens = self._token_norm(own_tokens)
+        lengths, trained = np.diff(batch.completion_offsets), self._trained_rows(batch)
+        own_tokens, rollouts = float(lengths.sum()), float(trained.sum())
+        tokens = self._token_norm(float(lengths[trained].sum()))
         loss_sum, entropy_sum, acc, gap = 0.0, 0.0, MicroStats(), Mismatch()
         fresh = np.zeros(len(batch), bool) if ages is None else ages == 0
         for i, rows in enumerate(parts):
@@ -108,20 +109,29 @@ class LearnerEngine:
                                     None if ages is None else ages[rows])
             self.engine.set_gradient_accumulation_boundary(i == len(parts) - 1)  # reduce and step on the last
             logp, entropy = self._logprobs(inp)
+            entropy_sum += (entropy * inp.loss_mask).sum().item()
+            gap.add(logp.detach(), inp.old_logprobs, inp.loss_mask * torch.as_tensor(fresh[rows], device=self.device)[:, None])
+            # rows left out of the loss (learner.drop_zero_advantage) take no part in it: a zero loss mask
+            inp.loss_mask = inp.loss_mask * torch.as_tensor(trained[rows], device=self.device)[:, None]
             loss, stats = self.loss_fn(logp, inp)
             self.engine.backward(loss)
             loss_sum += loss.item()
-            entropy_sum += (entropy * inp.loss_mask).sum().item()
             acc.add(stats, inp.loss_mask.sum().item())
-            gap.add(logp.detach(), inp.old_logprobs, inp.loss_mask * torch.as_tensor(fresh[rows], device=self.device)[:, None])
         lr = self.engine.get_lr()[0]  # the rate this step takes (a warmup's scheduler moves on in step())
         self.engine.step()
         self.busy_s += time.perf_counter() - t0
         grad_norm = self.engine.get_global_grad_norm()
         return acc.result() | gap.result() | {"loss": loss_sum, "entropy": entropy_sum / max(own_tokens, 1.0),
                                "grad_norm": float(grad_norm) if grad_norm is not None else float("nan"),
-                               "micro_batches": len(parts), "lr": lr,
+                               "micro_batches": len(parts), "lr": lr, "trained_share": rollouts / len(batch),
                                "rank_busy_s": self.busy_s}  # cumulative, this rank; the ledger sums ranks
+
+    def _trained_rows(self, batch: RolloutBatch) -> np.ndarray:
+        """(B,) bool: the rows the loss trains on. With learner.drop_zero_advantage, the ones whose frozen advantage
+        is not 0 (the smaller batch; the ledger charges these); else every row."""
+        if self.cfg.learner.drop_zero_advantage:
+            return batch.advantage != 0
+        return np.ones(len(batch), bool)
 
     def _logprobs(self, inp: LearnerInputs) -> tuple[torch.Tensor, torch.Tensor]:
         """log π_θ and entropy at the completion targets, a learner.logprob_chunk_tokens chunk at a time."""

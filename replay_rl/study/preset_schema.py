@@ -22,8 +22,10 @@ class Row(_Section):
     """T: its trainers; replay runs get (1 + μ) / (1 + W/T) times the baseline's steps, the same compute."""
     mu: float = Field(gt=0)
     """μ: the cost of generating a batch over the cost of training on it."""
-    n: str = Field(pattern=r"^(horizon|probe|B\+R|\d*\.?\d*B)$")
-    """The buffer size rule (study/specs.capacity_for): horizon, probe, B, B+R, or kB (k batches, e.g. 10B)."""
+    n: str = Field(pattern=r"^(horizon|probe|B\+R|\d*\.?\d*B|once)$")
+    """The buffer size rule (study/specs.capacity_for): horizon, probe, B, B+R, or kB (k batches, e.g. 10B); or
+    once: no buffer, the baseline's consume-once queue at the baseline's steps, for a rule on the on-policy side
+    (e.g. learner.drop_zero_advantage), compared with the baseline like any row but never the headline's buffer."""
     overrides: list[str] = []
     """Dotted config overrides of this row (the rule it tests)."""
     lrs: list[float] | None = None

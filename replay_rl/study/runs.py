@@ -41,7 +41,7 @@ def load_run(cfg: RunConfig) -> dict:
     k = cfg.run.eval_k
     col = lambda rows, key: [r[key] for r in rows]  # noqa: E731
     return {"mu": cfg.cluster.emulate.mu, "batch_size": cfg.learner.batch_size, "capacity": cfg.replay.capacity,
-            "lr": cfg.learner.lr, "sampler": cfg.replay.sampler,
+            "lr": cfg.learner.lr, "sampler": cfg.replay.sampler, "replay_type": cfg.replay.type,
             "w_t": [cfg.cluster.emulate.generators, cfg.cluster.emulate.learners],
             "steps": col(evals, "step"), "k_train": col(evals, "ledger/k_train"), "k_inf": col(evals, "ledger/k_inf"),
             "compute": col(evals, "ledger/compute"), "tokens": col(evals, "ledger/tokens"),

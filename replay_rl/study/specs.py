@@ -15,6 +15,7 @@ from replay_rl.study.table import BASELINE, PAPER_MU
 # with the package (a copy of configs/tiny_cpu_countdown.yaml), so a study runs from any working directory
 TASKS = {"arithmetic": None, "countdown": str(Path(__file__).with_name("countdown.yaml")),
          "smollm2": str(Path(__file__).with_name("smollm2.yaml"))}  # configs/smollm2_135m_cpu.yaml; the smollm2 extra
+ONCE = ["replay.type=lifo_once"]  # the on-policy baseline's queue: each rollout trained on once, freshest first
 PROBE_DIR = Path("benchmarks") / "results" / "probe"  # the committed probe results the "probe" N rule reads
 
 
@@ -26,6 +27,8 @@ def capacity_for(rule: str, cfg: RunConfig, w: int, t: int, mu: float) -> tuple[
     shard must hold a batch: the row is then N = B, and says so); "B", "B+R", "kB": the batch size, one batch plus
     one step's inserts R = B·(W/T)/μ, k batches."""
     b = cfg.learner.batch_size
+    if rule == "once":  # the baseline's queue: a backlog bound, not a buffer
+        return max(1024, 2 * b), "consume once"
     if rule == "probe":  # issue 20's check: the probe's recommendation on this task, as committed
         probe = PROBE_DIR / cfg.task.type / "probe.json"
         if not probe.is_file():
@@ -75,17 +78,19 @@ def run_specs(preset: dict, base: list[str], out: Path, config: str | None = Non
                                                              f"run.eval_every={run_every}", f"run.seed={seed}",
                                                              f"run.output_dir={folder / f'seed{seed}'}"])))
 
-    add(BASELINE, preset["seeds"], ["replay.type=lifo_once", f"replay.capacity={max(1024, 2 * b)}",
+    add(BASELINE, preset["seeds"], [*ONCE, f"replay.capacity={capacity_for('once', probe, 5, 3, PAPER_MU)[0]}",
                                     f"cluster.emulate={{mu: {PAPER_MU}, generators: 5, learners: 3}}"],
         steps * times, every, preset["lrs"])
     for group, seeds in (("configs", preset["seeds"]), ("sensitivity", preset["sensitivity_seeds"])):
         for name, c in preset[group].items():
-            scale = (1 + c["mu"]) / (1 + c["w"] / c["t"])  # same compute as the baseline's `steps`
+            once = c["n"] == "once"  # an on-policy row: the baseline's queue and steps
+            scale = 1.0 if once else (1 + c["mu"]) / (1 + c["w"] / c["t"])  # same compute as the baseline's `steps`
             n, _ = capacity_for(c["n"], probe, c["w"], c["t"], c["mu"])
             n = int(math.ceil(n / probe.cluster.learners)) * probe.cluster.learners
             # probed at a capacity any retention accepts: the base's N may be below this config's floor
             n = max(n, fresh_capacity_floor(RunConfig.load(config, [*base, *c["overrides"], "replay.capacity=65536"])))
-            add(name, min(seeds, c["seeds"] or seeds), [*c["overrides"], f"replay.capacity={n}",
+            queue = ONCE if once else []
+            add(name, min(seeds, c["seeds"] or seeds), [*queue, *c["overrides"], f"replay.capacity={n}",
                               f"cluster.emulate={{mu: {c['mu']}, generators: {c['w']}, learners: {c['t']}}}"],
                 int(round(steps * scale)) * times, max(1, int(round(every * scale))), c["lrs"] or preset["lrs"])
     return specs

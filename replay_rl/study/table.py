@@ -95,9 +95,10 @@ def summarise(results: dict[str, list[dict]], k: int) -> tuple[dict, dict]:
 
 
 def _plain_53(results: dict[str, list[dict]]) -> dict[str, list[dict]]:
-    """The (5,3) rows at the paper's μ: the buffers the headline may compare."""
+    """The (5,3) rows at the paper's μ with a buffer: the ones the headline may compare (not an on-policy row, n:
+    once, which trains each rollout once as the baseline does; runs before the key were all buffers)."""
     return {n: r for n, r in results.items() if n != BASELINE and abs(r[0]["mu"] - PAPER_MU) < 1e-9
-            and r[0].get("w_t") == [5, 3]}
+            and r[0].get("w_t") == [5, 3] and r[0].get("replay_type") != "lifo_once"}
 
 
 def buffer_frontier(results: dict[str, list[dict]], pooled: bool) -> tuple[dict, dict]:

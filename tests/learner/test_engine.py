@@ -4,6 +4,7 @@ import os
 import socket
 from unittest.mock import patch
 
+import numpy as np
 import pytest
 
 from replay_rl.config import RunConfig
@@ -68,3 +69,30 @@ def test_warmup_rises_to_the_lr_and_a_resumed_engine_goes_on_from_its_step(one_r
     constant.setup("127.0.0.1", free_port())
     constant.load(str(tmp_path), "step_2")
     assert constant.train_on(make_batch(8))["lr"] == pytest.approx(1e-3)
+
+
+@pytest.mark.parametrize("loss", [[], ["learner.loss.type=asymre", "learner.loss.baseline_shift=-0.1"]],
+                         ids=["grpo", "asymre_shifted"])
+def test_drop_zero_advantage_takes_the_step_of_the_smaller_batch(one_rank, init_model, loss):
+    """learner.drop_zero_advantage: a batch whose first four rows carry advantage 0 (a group whose rewards were all
+    equal) takes the same step as the other four rows alone, and says it trained on half; without it the four
+    rows change the step (GRPO: they dilute the token mean; AsymRE with a shifted baseline: they push down)."""
+    batch = make_batch(8, completion_len=lambda i: 2 + i % 3)
+    batch.advantage[:4] = 0.0
+    batch.reward[:4], batch.baseline[:4] = 1.0, 1.0  # all equal in their group: r − V̂ = 0
+    runs = {"dropped": (batch, ["learner.drop_zero_advantage=true"]), "alone": (batch.take(np.arange(4, 8)), []),
+            "kept": (batch, [])}
+    metrics, states = {}, {}
+    for name, (rows, drop) in runs.items():
+        cfg = RunConfig.load(None, [f"model.path={init_model}", "cluster.learners=1", "cluster.generators=1",
+                                    "learner.batch_size=8", "replay.capacity=8", "cluster.emulate=null",
+                                    "learner.lr=1e-3", *loss, *drop])
+        engine = LearnerEngine(cfg, 0, str(init_model))
+        engine.setup("127.0.0.1", free_port())
+        metrics[name], states[name] = engine.train_on(rows), engine.full_state()
+    assert metrics["dropped"]["trained_share"] == 0.5 and metrics["kept"]["trained_share"] == 1.0
+    # entropy is read over every row the batch holds, trained or not: left out of the comparison
+    same = lambda m: {**m, "entropy": 0.0}  # noqa: E731
+    assert_same_step([same(metrics["dropped"])], [same(metrics["alone"])], states["dropped"], states["alone"],
+                     cfg.learner.lr)
+    assert metrics["kept"]["grad_norm"] != pytest.approx(metrics["alone"]["grad_norm"], rel=1e-2)
