@@ -1,8 +1,9 @@
 """Compute ledger: what a run spent, in the paper's terms.
 
-K_inf = unique rollouts generated, K_train = rollouts consumed by the learner (with repeats).
+K_inf = unique rollouts generated, K_train = rollouts the learner trained on (with repeats; a batch's rows, less
+any that learner.drop_zero_advantage leaves out of the loss). K_forward: the rows the learners ran, those too.
 μ: cost of generating a batch over the cost of training on it. Under cluster.emulate it is the cost model's μ;
-otherwise the paper's estimate (K_train / T) / (K_inf / W), valid when both roles are busy (buffer runs).
+otherwise the paper's estimate (K_forward / T) / (K_inf / W), valid when both roles are busy (buffer runs).
 γ = (1 + W/T) / (1 + μ): compute per update with replay relative to the on-policy baseline.
 compute = (K_train + μ·K_inf) / B, in trainer-step equivalents (the x-axis of the paper's Fig. 1): it charges every
 rollout generated, used or not, and equals steps·(1+W/T) with a buffer and steps·(1+μ) without at steady state.
@@ -22,6 +23,7 @@ class ComputeLedger:
     mu_model: float | None = None  # the cost model's μ under cluster.emulate; None: estimate μ from the counts
     k_inf: int = 0
     k_train: int = 0
+    k_forward: int = 0  # this build runs a left-out row's forward: the learners' throughput counts it (μ estimate)
     tokens: int = 0
     generator_busy_s: float = 0.0
     learner_busy_s: float = 0.0
@@ -39,7 +41,7 @@ class ComputeLedger:
             return self.mu_model
         if not self.k_inf or not self.k_train:
             return float("nan")
-        return (self.k_train / self.learners) / (self.k_inf / self.generators)
+        return ((self.k_forward or self.k_train) / self.learners) / (self.k_inf / self.generators)
 
     @property
     def gamma(self) -> float:
@@ -59,12 +61,14 @@ class ComputeLedger:
 
     def observe(self, *, inserts: int, lost: int, consumed: int, tokens: int, generator_busy_s: float,
                 learner_busy_s: float, wall_s: float, publish_s: float = 0.0, publish_bytes: int = 0,
-                **extra: float) -> None:
+                forward: int | None = None, **extra: float) -> None:
         """One learner step's counters. inserts: the shards' (K_inf, plus `lost`: rollouts a restored shard lost,
-        generated all the same); consumed: rollouts this step trained on; tokens and generator_busy_s: the
-        generators' totals, which restart when a generator is replaced, so the ledger keeps the larger."""
+        generated all the same); consumed: rollouts this step trained on; forward: rows it ran (None: consumed);
+        tokens and generator_busy_s: the generators' totals, which restart when a generator is replaced, so the
+        ledger keeps the larger."""
         self.k_inf = inserts + lost
         self.k_train += consumed
+        self.k_forward += consumed if forward is None else forward
         self.tokens = max(self.tokens, tokens)
         self.generator_busy_s = max(self.generator_busy_s, generator_busy_s)
         self.learner_busy_s, self.wall_s = learner_busy_s, wall_s
@@ -84,6 +88,8 @@ class ComputeLedger:
                              f"{mine}; resume with the cluster, batch size and cluster.emulate it was taken with")
         for k, v in state.items():
             setattr(self, k, v)
+        if "k_forward" not in state:  # a checkpoint from before K_forward: every row it ran, it trained on
+            self.k_forward = self.k_train
 
     @property
     def learner_busy_frac(self) -> float:
@@ -95,7 +101,7 @@ class ComputeLedger:
     def summary(self) -> dict[str, float]:
         w, t = self.generator_actors or self.generators, self.learner_ranks or self.learners
         idle = lambda busy, n: max(0.0, n * self.wall_s - busy)  # noqa: E731
-        return {"k_inf": self.k_inf, "k_train": self.k_train, "tokens": self.tokens, "mu": self.mu,
+        return {"k_inf": self.k_inf, "k_train": self.k_train, "k_forward": self.k_forward, "tokens": self.tokens, "mu": self.mu,
                 "gamma": self.gamma, "compute": self.compute, "active_s": self.active_s,
                 "generator_busy_s": self.generator_busy_s, "learner_busy_frac": self.learner_busy_frac,
                 "generator_idle_s": idle(self.generator_busy_s, w), "learner_busy_s": self.learner_busy_s,

@@ -96,11 +96,12 @@ class LearnerConfig(_Section):
     run.rollout_budget (a stop no step foresees): a drawn batch would be missing from the buffer's snapshot."""
     drop_zero_advantage: bool = False
     """Train on the smaller batch: rollouts whose frozen advantage is 0 (under GRPO with 0/1 rewards, a group whose
-    rewards were all equal, which teaches nothing) are left out of the loss and of its normalisers, and the ledger
-    charges only the rollouts trained (K_train). The on-policy side's fair equivalent of replay.sampler=effective
-    (issue 43); with AsymRE it also drops the push-down that baseline_shift gives such rollouts. On this build they
-    still run through the forward with a zero loss mask (their terms are exactly 0); the ledger charges what a
-    learner that skips them spends. batch/trained_share reads the share kept."""
+    rewards were all equal, which teaches nothing) are left out of the loss and of its normalisers, pooled over the
+    ranks, and the ledger charges only the rollouts trained (K_train). The on-policy side's fair equivalent of
+    replay.sampler=effective (issue 43); with AsymRE it also drops the weight −baseline_shift that such rollouts
+    get (+0.1 at the default: a push up). On this build they still run through the forward with a zero loss mask;
+    the ledger charges what a learner that skips them spends (K_forward counts them). batch/trained_share reads the
+    share kept."""
     pack_sequences: bool = False
     """Run each micro-batch's rollouts as one row without padding: positions restart at each rollout and attention
     stays within it (learner/logprobs.py final_hidden_states); log π, entropy and gradients equal the padded ones.

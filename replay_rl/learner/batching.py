@@ -79,5 +79,9 @@ class MicroStats:
                 self.sums[k] = self.sums.get(k, 0.0) + v * tokens
 
     def result(self) -> dict[str, float]:
-        return {k: v / max(self.tokens, 1.0) for k, v in self.sums.items()} | self.maxima
+        """NaN where no token was trained on (learner.drop_zero_advantage left a rank none): undefined, not 0; the
+        group's mean over ranks skips it."""
+        if not self.tokens:
+            return {k: float("nan") for k in (*self.sums, *self.maxima)}
+        return {k: v / self.tokens for k, v in self.sums.items()} | self.maxima
 

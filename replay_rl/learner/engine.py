@@ -100,8 +100,8 @@ class LearnerEngine:
         self.engine.train()
         parts = self._micro_batches(batch)
         lengths, trained = np.diff(batch.completion_offsets), self._trained_rows(batch)
-        own_tokens, rollouts = float(lengths.sum()), float(trained.sum())
-        tokens = self._token_norm(float(lengths[trained].sum()))
+        own_tokens = float(lengths.sum())
+        tokens, rollouts = self._loss_norms(float(lengths[trained].sum()), float(trained.sum()))
         loss_sum, entropy_sum, acc, gap = 0.0, 0.0, MicroStats(), Mismatch()
         fresh = np.zeros(len(batch), bool) if ages is None else ages == 0
         for i, rows in enumerate(parts):
@@ -110,7 +110,8 @@ class LearnerEngine:
             self.engine.set_gradient_accumulation_boundary(i == len(parts) - 1)  # reduce and step on the last
             logp, entropy = self._logprobs(inp)
             entropy_sum += (entropy * inp.loss_mask).sum().item()
-            gap.add(logp.detach(), inp.old_logprobs, inp.loss_mask * torch.as_tensor(fresh[rows], device=self.device)[:, None])
+            fresh_rows = torch.as_tensor(fresh[rows], device=self.device)[:, None]
+            gap.add(logp.detach(), inp.old_logprobs, inp.loss_mask * fresh_rows)
             # rows left out of the loss (learner.drop_zero_advantage) take no part in it: a zero loss mask
             inp.loss_mask = inp.loss_mask * torch.as_tensor(trained[rows], device=self.device)[:, None]
             loss, stats = self.loss_fn(logp, inp)
@@ -123,7 +124,7 @@ class LearnerEngine:
         grad_norm = self.engine.get_global_grad_norm()
         return acc.result() | gap.result() | {"loss": loss_sum, "entropy": entropy_sum / max(own_tokens, 1.0),
                                "grad_norm": float(grad_norm) if grad_norm is not None else float("nan"),
-                               "micro_batches": len(parts), "lr": lr, "trained_share": rollouts / len(batch),
+                               "micro_batches": len(parts), "lr": lr, "trained_share": float(trained.mean()),
                                "rank_busy_s": self.busy_s}  # cumulative, this rank; the ledger sums ranks
 
     def _trained_rows(self, batch: RolloutBatch) -> np.ndarray:
@@ -141,16 +142,21 @@ class LearnerEngine:
         return token_logprobs(hidden, head, inp.input_ids, self.cfg.learner.logprob_chunk_tokens, g.temperature,
                               g.top_p, inp.loss_mask)
 
-    def _token_norm(self, tokens: float) -> float:
-        """The token count a rank divides its loss by: its own, or for global_token_mean the mean over ranks (so
-        that DeepSpeed's average over ranks of Σ_rank / (Σ_all / T) is Σ_all / Σ_all)."""
-        if self.cfg.learner.loss.aggregation != "global_token_mean":
-            return tokens
+    def _loss_norms(self, tokens: float, rollouts: float) -> tuple[float, float]:
+        """The token and rollout counts a rank divides its loss by: its own; or the mean over ranks, Σ_all / T, so
+        that DeepSpeed's average over ranks of Σ_rank / (Σ_all / T) is Σ_all / Σ_all: the tokens for
+        global_token_mean, and both counts with learner.drop_zero_advantage (ranks then hold unequal shares of the
+        rows trained, and the step must be the smaller batch's, not a mean of unequal ranks' means)."""
+        learner, ranks = self.cfg.learner, self.cfg.cluster.learners
+        pool_tokens = learner.loss.aggregation == "global_token_mean" or learner.drop_zero_advantage
+        if ranks == 1 or not pool_tokens:
+            return tokens, rollouts
         import torch.distributed as dist
 
-        total = torch.tensor([tokens], dtype=torch.float64)
+        total = torch.tensor([tokens, rollouts], dtype=torch.float64)
         dist.all_reduce(total)
-        return float(total.item()) / self.cfg.cluster.learners
+        mean_tokens, mean_rollouts = (float(x) / ranks for x in total)
+        return mean_tokens, mean_rollouts if learner.drop_zero_advantage else rollouts
 
     def _micro_batches(self, batch: RolloutBatch) -> list[np.ndarray]:
         """The batch's micro-batches under learner.micro_batch_tokens. All ranks run as many as the rank that needs

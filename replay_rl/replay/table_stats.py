@@ -25,7 +25,8 @@ class SampleInfo:
 
 @dataclass
 class TableStats:
-    """Counters of one shard, or the sum over shards (`merge`). inserts = K_inf, samples = K_train."""
+    """Counters of one shard, or the sum over shards (`merge`). inserts = K_inf, samples = the rows served (K_train
+    unless learner.drop_zero_advantage leaves some out of the loss: the ledger's K_forward)."""
 
     size: int = 0
     capacity: int = 0
@@ -83,7 +84,7 @@ class TableStats:
         return out
 
     def summary(self) -> dict[str, float]:
-        # inserts and samples are K_inf and K_train, which the ledger reports (k_inf, k_train): one name each.
+        # inserts and samples are K_inf and K_forward, which the ledger reports (k_inf, k_forward): one name each.
         # The driver logs these as buffer/*: buffer/age_mean is over every sample so far, batch/age_mean this step's;
         # buffer/overlap_prev is this step's (overlap_prev_mean, the run's, is derived from the histogram)
         return {"size": self.size,

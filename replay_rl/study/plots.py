@@ -132,7 +132,7 @@ def plot_all(results: dict[str, list[dict]], table: dict, curves: dict, headline
         im = ax.imshow(grid, cmap="RdYlGn", vmin=-100, vmax=100, aspect="auto")
         fig.colorbar(im, ax=ax, label="compute saved % vs baseline frontier")
         ax.set_xticks(range(len(lrs)), [f"{lr:g}" for lr in lrs])
-        ax.set_yticks(range(len(rows)), [f"N={table[n]['capacity']} ({n})" for _, n in rows], fontsize=7)
+        ax.set_yticks(range(len(rows)), [f"{row_n(table[n])} ({n})" for _, n in rows], fontsize=7)
         ax.set(xlabel="learning rate",
                title="compute saved to reach 98% of the baseline frontier's best (blank: not run)")
         save(fig, "saved_map.png")
@@ -158,3 +158,8 @@ def plot_all(results: dict[str, list[dict]], table: dict, curves: dict, headline
         a.legend(fontsize=7)
     save(fig, "diversity.png")
     return paths
+
+
+def row_n(row: dict) -> str:
+    """A row's buffer for a label: N=capacity, or "once" for an on-policy row (its capacity bounds a backlog)."""
+    return "once" if row.get("replay_type") == "lifo_once" else f"N={row['capacity']}"

@@ -32,6 +32,10 @@ class Row(_Section):
     """Its learning rates (null: the preset's `lrs`)."""
     seeds: int | None = Field(None, ge=1)
     """Its seeds per LR, at most the preset's (null: the preset's)."""
+    steps_scale: float = Field(1.0, ge=1.0)
+    """Run this many times the row's same-compute steps: a row that charges less per step than planned (n: once
+    with learner.drop_zero_advantage: (1 − z + μ)/(1 + μ) of the baseline's, z its zero-variance share) then still
+    covers the baseline's budget. The comparison reads both sides up to the shorter one's end."""
 
 
 class Preset(_Section):

@@ -49,7 +49,7 @@ def load_run(cfg: RunConfig) -> dict:
             "pass@1": col(evals, "eval/pass@1"), f"pass@{k}": col(evals, f"eval/pass@{k}"),
             "eval_problems": evals[-1]["eval/eval_problems"], "train_steps": col(trains, "step"),
             "entropy": col(trains, "batch/entropy"), "reward": col(trains, "batch/reward_mean"),
-            # GRPO learns nothing from a group whose rewards are all equal: the trained rows' share, the fresh
+            # GRPO learns nothing from a group whose rewards are all equal: the batch rows' share, the fresh
             # groups' (cumulative), and where each step sits on the compute axis (issue 43's measure-first)
             "train_compute": col(trains, "ledger/compute"),
             "zero_variance_share": [r.get("batch/zero_variance_share") for r in trains],  # absent before 33dc033

@@ -92,7 +92,8 @@ def run_specs(preset: dict, base: list[str], out: Path, config: str | None = Non
             queue = ONCE if once else []
             add(name, min(seeds, c["seeds"] or seeds), [*queue, *c["overrides"], f"replay.capacity={n}",
                               f"cluster.emulate={{mu: {c['mu']}, generators: {c['w']}, learners: {c['t']}}}"],
-                int(round(steps * scale)) * times, max(1, int(round(every * scale))), c["lrs"] or preset["lrs"])
+                int(round(steps * scale * c["steps_scale"])) * times, max(1, int(round(every * scale))),
+                c["lrs"] or preset["lrs"])
     return specs
 
 

@@ -88,6 +88,7 @@ def summarise(results: dict[str, list[dict]], k: int) -> tuple[dict, dict]:
                 "censored_fraction": alone["censored_fraction"]}
         best_lr = f"{own['cfg_labels'][-1]:g}"
         table[name] = {"mu": mu, "capacity": runs[0]["capacity"], "n_over_b": runs[0]["capacity"] / runs[0]["batch_size"],
+                       "replay_type": runs[0].get("replay_type", "fifo"),  # absent before n: once rows: buffers
                        "sampler": runs[0].get("sampler", "uniform"), "lrs": [f"{lr:g}" for lr in cfg],
                        **_saved_keys(front), **_saved_keys(own, "own_"), "best_lr": best_lr,
                        **{f"best_{key}": v for key, v in by_lr[best_lr].items()}, "by_lr": by_lr}
@@ -180,7 +181,8 @@ def fidelity(table: dict, headline: dict) -> list[dict]:
         rows.append({"finding": "(i) the buffer frontier is ≥ the baseline frontier at every compute budget (5,3)",
                      "reproduced": bool(f == 1.0), "numbers": f"ahead or tied at {100 * f:.0f}% of budgets, "
                                                              f"largest lead {headline['max_lead']:+.3f}"})
-    replay = {n: t for n, t in table.items() if n != BASELINE and abs(t["mu"] - PAPER_MU) < 1e-9}
+    replay = {n: t for n, t in table.items() if n != BASELINE and abs(t["mu"] - PAPER_MU) < 1e-9
+              and t.get("replay_type") != "lifo_once"}  # an on-policy row (n: once) has no buffer
     if replay:
         top = max(replay, key=lambda n: replay[n]["best_final_median"])
         e, eb = replay[top]["best_entropy_mean_median"], base["best_entropy_mean_median"]

@@ -37,3 +37,18 @@ def test_state_round_trips_through_json_and_refuses_another_cluster():
     with pytest.raises(ValueError, match=r"run.resume_from: the checkpoint's ledger has \(W, T, B, μ\) = "
                                          r"\(5, 3, 32, 5.28\), this run \(4, 4, 32, 5.28\)"):
         ComputeLedger(4, 4, 32, 5.28).load_state(saved)
+
+
+def test_rows_left_out_of_the_loss_are_not_charged_but_count_in_the_estimated_mu():
+    """learner.drop_zero_advantage: K_train (compute) counts the rows trained, K_forward the rows the learners ran;
+    without cluster.emulate μ is estimated from K_forward, the learners' real throughput. A checkpoint from before
+    K_forward resumes with K_forward = K_train."""
+    ledger = ComputeLedger(2, 2, 32)
+    step(ledger, inserts=64, consumed=24, forward=32)
+    assert (ledger.k_train, ledger.k_forward) == (24, 32)
+    assert ledger.mu == pytest.approx((32 / 2) / (64 / 2))
+    assert ledger.compute == pytest.approx((24 + ledger.mu * 64) / 32)
+    old = {k: v for k, v in ledger.state().items() if k != "k_forward"}
+    again = ComputeLedger(2, 2, 32)
+    again.load_state(old)
+    assert again.k_forward == again.k_train == 24

@@ -71,12 +71,15 @@ def test_warmup_rises_to_the_lr_and_a_resumed_engine_goes_on_from_its_step(one_r
     assert constant.train_on(make_batch(8))["lr"] == pytest.approx(1e-3)
 
 
-@pytest.mark.parametrize("loss", [[], ["learner.loss.type=asymre", "learner.loss.baseline_shift=-0.1"]],
-                         ids=["grpo", "asymre_shifted"])
+@pytest.mark.parametrize("loss", [[], ["learner.loss.aggregation=seq_mean"],
+                                  # a micro-batch of only left-out rows (rows 0 and 3, the two shortest)
+                                  ["learner.loss.aggregation=global_token_mean", "learner.micro_batch_tokens=12"],
+                                  ["learner.loss.type=asymre", "learner.loss.baseline_shift=-0.1"]],
+                         ids=["token_mean", "seq_mean", "global_micro", "asymre_shifted"])
 def test_drop_zero_advantage_takes_the_step_of_the_smaller_batch(one_rank, init_model, loss):
     """learner.drop_zero_advantage: a batch whose first four rows carry advantage 0 (a group whose rewards were all
-    equal) takes the same step as the other four rows alone, and says it trained on half; without it the four
-    rows change the step (GRPO: they dilute the token mean; AsymRE with a shifted baseline: they push down)."""
+    equal) takes the same step as the other four rows alone, under each aggregation, and says it trained on half;
+    without it the four rows change the step (GRPO: they dilute the mean; AsymRE: −baseline_shift weighs them)."""
     batch = make_batch(8, completion_len=lambda i: 2 + i % 3)
     batch.advantage[:4] = 0.0
     batch.reward[:4], batch.baseline[:4] = 1.0, 1.0  # all equal in their group: r − V̂ = 0

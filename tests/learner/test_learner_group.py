@@ -202,3 +202,28 @@ def test_global_token_mean_over_two_ranks_equals_one_rank_on_the_whole_batch(ray
                 ray.kill(a)
     assert norms["global"] == pytest.approx(norms["one rank"], rel=1e-4)
     assert norms["per rank"] != pytest.approx(norms["one rank"], rel=1e-3)
+
+
+def test_rows_left_out_on_two_ranks_take_the_step_of_one_rank_on_the_rows_trained(ray_cluster, warm_model):
+    """learner.drop_zero_advantage at T=2, ranks left unequal shares (rank 0 keeps 2 of its 8 rows, rank 1 all 8):
+    the counts are pooled over ranks, so the step is one rank's on the 10 rows trained, not a mean of the ranks'
+    means (which would weigh rank 0's two rows as much as rank 1's eight)."""
+    path, _ = warm_model
+    whole = make_batch(16, completion_len=lambda i: 2 + i % 5)
+    whole.advantage[:6] = 0.0
+    norms = {}
+    for name, learners, batches, drop in (("one rank", 1, [whole.take(np.arange(6, 16))], "false"),
+                                          ("two ranks", 2, [whole.take(np.arange(8)), whole.take(np.arange(8, 16))],
+                                           "true")):
+        cfg = group_cfg(path, f"cluster.learners={learners}", f"learner.drop_zero_advantage={drop}")
+        shards, board = create_shards(shard_spec(cfg)), WeightBoard.remote()
+        group = LearnerGroup(cfg, path, shards, board, WeightBoard.remote())
+        try:
+            metrics = group.train_on(batches)
+            norms[name] = metrics[0]["grad_norm"]
+        finally:
+            group.shutdown()
+            for a in [*shards, board]:
+                ray.kill(a)
+    assert [m["trained_share"] for m in metrics] == [0.25, 1.0]
+    assert norms["two ranks"] == pytest.approx(norms["one rank"], rel=1e-4)

@@ -115,33 +115,6 @@ def test_frontier_preset_runs_both_tasks_and_one_can_be_picked():
     assert set(task_presets(PRESETS["quick"], None)) == {"arithmetic"}
 
 
-def test_an_on_policy_row_runs_the_baselines_queue_and_steps_and_is_never_the_headlines_buffer(tmp_path):
-    """n: once (issue 43's on-policy rule, learner.drop_zero_advantage): the row runs lifo_once at the baseline's
-    capacity, steps and eval spacing, with its own overrides; the headline's buffer frontier leaves it out, even
-    where it has the most runs."""
-    from replay_rl.study.preset_schema import Preset
-    from replay_rl.study.presets import STUDY_BASE
-    from replay_rl.study.specs import TASKS, run_specs
-    from replay_rl.study.table import buffer_frontier
-
-    row = {"w": 5, "t": 3, "mu": 5.28, "overrides": []}
-    p = Preset.model_validate({"description": "x", "steps": 100, "eval_every": 25, "seeds": 1, "lrs": [1e-4],
-                               "configs": {"replay_53_N10B": row | {"n": "10B"},
-                                           "drop_53_once": row | {"n": "once", "lrs": [1e-4, 2e-4],
-                                                                  "overrides": ["learner.drop_zero_advantage=true"]}}
-                               }).model_dump()
-    cfgs = {(name, cfg.learner.lr): cfg for name, _, cfg in run_specs(p, STUDY_BASE, tmp_path, TASKS["arithmetic"])}
-    base, drop = cfgs[("baseline", 1e-4)], cfgs[("drop_53_once", 2e-4)]
-    assert (drop.replay.type, drop.replay.capacity, drop.run.steps, drop.run.eval_every) == (
-        "lifo_once", base.replay.capacity, 100, 25) and drop.learner.drop_zero_advantage
-    assert cfgs[("replay_53_N10B", 1e-4)].replay.type != "lifo_once" and cfgs[("replay_53_N10B", 1e-4)].run.steps > 100
-    acc = [0.3, 0.5, 0.6, 0.7, 0.8]
-    results = {"baseline": [fake_run(1e-4, 1024, acc)], "replay_53_N10B": [fake_run(5e-5, 320, acc)],
-               "drop_53_once": [fake_run(lr, 1024, acc) | {"replay_type": "lifo_once"} for lr in (1e-4, 2e-4)]}
-    assert buffer_frontier(results, pooled=False)[0]["rows"] == ["replay_53_N10B"]
-    assert buffer_frontier(results, pooled=True)[0]["rows"] == ["replay_53_N10B"]
-
-
 def check_specs(specs, preset, baseline):
     # every row runs at each of its learning rates, each in a folder of its own
     assert len({cfg.run.output_dir for _, _, cfg in specs}) == len(specs)
