@@ -180,50 +180,55 @@ def test_micro_batched_step_equals_the_full_batch_step(ray_cluster, warm_model, 
     assert_same_step(metrics[40], metrics[None], states[40], states[None], group_cfg(path).learner.lr)
 
 
-def test_global_token_mean_over_two_ranks_equals_one_rank_on_the_whole_batch(ray_cluster, warm_model):
+@pytest.fixture(scope="module")
+def one_rank_norm(ray_cluster, warm_model):
+    """The gradient norm one rank (rank_token_mean) takes on a batch, from the warm model: one group serves every
+    reference, its steps at lr 1e-12 (the norm is read before the step, and the weights barely move between calls)."""
+    path, _ = warm_model
+    cfg = group_cfg(path, "cluster.learners=1", "learner.lr=1e-12")
+    shards, board = create_shards(shard_spec(cfg)), WeightBoard.remote()
+    group = LearnerGroup(cfg, path, shards, board, WeightBoard.remote())
+    yield lambda batch: group.train_on([batch])[0]["grad_norm"]
+    group.shutdown()
+    for a in [*shards, board]:
+        ray.kill(a)
+
+
+def two_rank_step(path: str, halves: list, *overrides: str) -> list[dict]:
+    """One step of a fresh T=2 group on `halves` (a batch per rank); each rank's metrics."""
+    cfg = group_cfg(path, "cluster.learners=2", *overrides)
+    shards, board = create_shards(shard_spec(cfg)), WeightBoard.remote()
+    group = LearnerGroup(cfg, path, shards, board, WeightBoard.remote())
+    try:
+        return group.train_on(halves)
+    finally:
+        group.shutdown()
+        for a in [*shards, board]:
+            ray.kill(a)
+
+
+def test_global_token_mean_over_two_ranks_equals_one_rank_on_the_whole_batch(warm_model, one_rank_norm):
     """Ranks holding different token counts: global_token_mean at T=2 takes the gradient of one mean over all
     tokens, which is what a single rank computes on the concatenated batch (and rank_token_mean does not)."""
     path, _ = warm_model
     lengths = lambda i: 2 if i < 8 else 7  # noqa: E731  rank 0 short completions, rank 1 long ones
     whole = make_batch(16, completion_len=lengths)
     halves = [whole.take(np.arange(8)), whole.take(np.arange(8, 16))]
-    norms = {}
-    for name, learners, batches, agg in (("one rank", 1, [whole], "rank_token_mean"),
-                                         ("global", 2, halves, "global_token_mean"),
-                                         ("per rank", 2, halves, "rank_token_mean")):
-        cfg = group_cfg(path, f"cluster.learners={learners}", f"learner.loss.aggregation={agg}")
-        shards, board = create_shards(shard_spec(cfg)), WeightBoard.remote()
-        group = LearnerGroup(cfg, path, shards, board, WeightBoard.remote())
-        try:
-            norms[name] = group.train_on(batches)[0]["grad_norm"]
-        finally:
-            group.shutdown()
-            for a in [*shards, board]:
-                ray.kill(a)
-    assert norms["global"] == pytest.approx(norms["one rank"], rel=1e-4)
-    assert norms["per rank"] != pytest.approx(norms["one rank"], rel=1e-3)
+    one = one_rank_norm(whole)
+    assert two_rank_step(path, halves, "learner.loss.aggregation=global_token_mean")[0]["grad_norm"] == \
+        pytest.approx(one, rel=1e-4)
+    assert two_rank_step(path, halves, "learner.loss.aggregation=rank_token_mean")[0]["grad_norm"] != \
+        pytest.approx(one, rel=1e-3)
 
 
-def test_rows_left_out_on_two_ranks_take_the_step_of_one_rank_on_the_rows_trained(ray_cluster, warm_model):
+def test_rows_left_out_on_two_ranks_take_the_step_of_one_rank_on_the_rows_trained(warm_model, one_rank_norm):
     """learner.drop_zero_advantage at T=2, ranks left unequal shares (rank 0 keeps 2 of its 8 rows, rank 1 all 8):
     the counts are pooled over ranks, so the step is one rank's on the 10 rows trained, not a mean of the ranks'
     means (which would weigh rank 0's two rows as much as rank 1's eight)."""
     path, _ = warm_model
     whole = make_batch(16, completion_len=lambda i: 2 + i % 5)
     whole.advantage[:6] = 0.0
-    norms = {}
-    for name, learners, batches, drop in (("one rank", 1, [whole.take(np.arange(6, 16))], "false"),
-                                          ("two ranks", 2, [whole.take(np.arange(8)), whole.take(np.arange(8, 16))],
-                                           "true")):
-        cfg = group_cfg(path, f"cluster.learners={learners}", f"learner.drop_zero_advantage={drop}")
-        shards, board = create_shards(shard_spec(cfg)), WeightBoard.remote()
-        group = LearnerGroup(cfg, path, shards, board, WeightBoard.remote())
-        try:
-            metrics = group.train_on(batches)
-            norms[name] = metrics[0]["grad_norm"]
-        finally:
-            group.shutdown()
-            for a in [*shards, board]:
-                ray.kill(a)
+    metrics = two_rank_step(path, [whole.take(np.arange(8)), whole.take(np.arange(8, 16))],
+                            "learner.drop_zero_advantage=true")
     assert [m["trained_share"] for m in metrics] == [0.25, 1.0]
-    assert norms["two ranks"] == pytest.approx(norms["one rank"], rel=1e-4)
+    assert metrics[0]["grad_norm"] == pytest.approx(one_rank_norm(whole.take(np.arange(6, 16))), rel=1e-4)
