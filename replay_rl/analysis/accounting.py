@@ -101,8 +101,8 @@ class ComputeLedger:
     def summary(self) -> dict[str, float]:
         w, t = self.generator_actors or self.generators, self.learner_ranks or self.learners
         idle = lambda busy, n: max(0.0, n * self.wall_s - busy)  # noqa: E731
-        return {"k_inf": self.k_inf, "k_train": self.k_train, "k_forward": self.k_forward, "tokens": self.tokens, "mu": self.mu,
-                "gamma": self.gamma, "compute": self.compute, "active_s": self.active_s,
+        return {"k_inf": self.k_inf, "k_train": self.k_train, "k_forward": self.k_forward, "tokens": self.tokens,
+                "mu": self.mu, "gamma": self.gamma, "compute": self.compute, "active_s": self.active_s,
                 "generator_busy_s": self.generator_busy_s, "learner_busy_frac": self.learner_busy_frac,
                 "generator_idle_s": idle(self.generator_busy_s, w), "learner_busy_s": self.learner_busy_s,
                 "learner_idle_s": idle(self.learner_busy_s, t), "wall_s": self.wall_s, "sync_s": self.sync_s,

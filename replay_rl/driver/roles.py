@@ -149,7 +149,8 @@ class Roles:
         # K_train: the rollouts the loss trained on (learner.drop_zero_advantage leaves some out); ranks' equal shares
         consumed = round(learner.get("trained_share", 1.0) * cfg.learner.batch_size)
         ledger.observe(inserts=replay.inserts, lost=replay.rollouts_lost, consumed=consumed,
-                       forward=cfg.learner.batch_size, tokens=sum(g.tokens for g in gens), generator_busy_s=sum(g.busy_s for g in gens),
+                       forward=cfg.learner.batch_size, tokens=sum(g.tokens for g in gens),
+                       generator_busy_s=sum(g.busy_s for g in gens),
                        learner_busy_s=learner["rank_busy_s"] * cfg.cluster.learners, wall_s=wall_s,
                        publish_s=sync["publish_s"] if sync else 0.0,
                        publish_bytes=sync["publish_bytes"] if sync else 0, **extra)

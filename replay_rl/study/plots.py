@@ -10,7 +10,7 @@ from pathlib import Path
 
 import numpy as np
 
-from replay_rl.study.table import BASELINE, PAPER_MU
+from replay_rl.study.table import BASELINE, PAPER_MU, on_policy
 
 
 def _band(ax, x_runs: list[np.ndarray], y_runs: list[np.ndarray], label: str) -> None:
@@ -162,4 +162,4 @@ def plot_all(results: dict[str, list[dict]], table: dict, curves: dict, headline
 
 def row_n(row: dict) -> str:
     """A row's buffer for a label: N=capacity, or "once" for an on-policy row (its capacity bounds a backlog)."""
-    return "once" if row.get("replay_type") == "lifo_once" else f"N={row['capacity']}"
+    return "once" if on_policy(row) else f"N={row['capacity']}"

@@ -95,11 +95,17 @@ def summarise(results: dict[str, list[dict]], k: int) -> tuple[dict, dict]:
     return table, curves
 
 
+def on_policy(row: dict) -> bool:
+    """A study row (a run of it, or its table entry) with no buffer: n: once, the baseline's consume-once queue.
+    Runs and tables from before the key were all buffers."""
+    return row.get("replay_type") == "lifo_once"
+
+
 def _plain_53(results: dict[str, list[dict]]) -> dict[str, list[dict]]:
     """The (5,3) rows at the paper's μ with a buffer: the ones the headline may compare (not an on-policy row, n:
     once, which trains each rollout once as the baseline does; runs before the key were all buffers)."""
     return {n: r for n, r in results.items() if n != BASELINE and abs(r[0]["mu"] - PAPER_MU) < 1e-9
-            and r[0].get("w_t") == [5, 3] and r[0].get("replay_type") != "lifo_once"}
+            and r[0].get("w_t") == [5, 3] and not on_policy(r[0])}
 
 
 def buffer_frontier(results: dict[str, list[dict]], pooled: bool) -> tuple[dict, dict]:
@@ -182,7 +188,7 @@ def fidelity(table: dict, headline: dict) -> list[dict]:
                      "reproduced": bool(f == 1.0), "numbers": f"ahead or tied at {100 * f:.0f}% of budgets, "
                                                              f"largest lead {headline['max_lead']:+.3f}"})
     replay = {n: t for n, t in table.items() if n != BASELINE and abs(t["mu"] - PAPER_MU) < 1e-9
-              and t.get("replay_type") != "lifo_once"}  # an on-policy row (n: once) has no buffer
+              and not on_policy(t)}
     if replay:
         top = max(replay, key=lambda n: replay[n]["best_final_median"])
         e, eb = replay[top]["best_entropy_mean_median"], base["best_entropy_mean_median"]
