@@ -30,14 +30,16 @@ def greedy_gap(base: list[dict], cfg: list[dict], budgets: list[float], level: f
     """(mean difference, lo, hi) of smoothed greedy pass@1 at each budget, replay − baseline, Welch t interval."""
     def at(runs, b):
         return np.array([np.interp(b, r["compute"], moving_average(r["pass@1"])) for r in runs])
-    out = []
-    for b in budgets:
-        x, y = at(base, b), at(cfg, b)
-        vx, vy = x.var(ddof=1) / len(x), y.var(ddof=1) / len(y)
-        df = (vx + vy) ** 2 / (vx ** 2 / (len(x) - 1) + vy ** 2 / (len(y) - 1)) if vx + vy > 0 else 1
-        half = t_quantile((1 + level) / 2, max(1, int(df))) * np.sqrt(vx + vy)
-        out.append((y.mean() - x.mean(), y.mean() - x.mean() - half, y.mean() - x.mean() + half))
-    return out
+    return [welch(at(base, b), at(cfg, b), level) for b in budgets]
+
+
+def welch(x: np.ndarray, y: np.ndarray, level: float = 0.9) -> tuple[float, float, float]:
+    """(mean of y − mean of x, lo, hi): the Welch t interval over seeds (df rounded down, at least 1)."""
+    x, y = np.asarray(x, float), np.asarray(y, float)
+    vx, vy = x.var(ddof=1) / len(x), y.var(ddof=1) / len(y)
+    df = (vx + vy) ** 2 / (vx ** 2 / (len(x) - 1) + vy ** 2 / (len(y) - 1)) if vx + vy > 0 else 1
+    half = t_quantile((1 + level) / 2, max(1, int(df))) * np.sqrt(vx + vy)
+    return y.mean() - x.mean(), y.mean() - x.mean() - half, y.mean() - x.mean() + half
 
 
 def main() -> None:
