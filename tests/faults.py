@@ -9,6 +9,10 @@ import subprocess
 from replay_rl.config import RunConfig
 
 
+# for a test whose fault is not a generator's: each generator is a process loading torch and the model, on 2 cores
+ONE_GENERATOR = "cluster.generators=1"
+
+
 def run_cfg(warm_path, out, *overrides):
     return RunConfig.load(None, [f"model.path={warm_path}", f"run.output_dir={out}", "run.eval_prompts=20",
                                  "run.eval_every=1000", "replay.sample_timeout_s=300", "learner.batch_size=32",

@@ -12,7 +12,7 @@ import pytest
 
 from replay_rl.driver.roles import RunFailed
 from replay_rl.driver.trainer import train
-from tests.faults import continued_after, run_cfg, worker_pids
+from tests.faults import ONE_GENERATOR, continued_after, run_cfg, worker_pids
 
 pytestmark = [pytest.mark.slow, pytest.mark.ray, pytest.mark.deepspeed]
 
@@ -30,7 +30,8 @@ def test_a_paused_learner_rank_is_named_with_its_pid(ray_cluster, warm_model, tm
             os.kill(paused[0], signal.SIGSTOP)
 
     with continued_after(paused), pytest.raises(RunFailed) as failed:
-        train(run_cfg(path, tmp_path / "paused_rank", "run.steps=50", "run.stall_timeout_s=10", "run.max_restarts=0"),
+        train(run_cfg(path, tmp_path / "paused_rank", "run.steps=50", "run.stall_timeout_s=10", "run.max_restarts=0",
+                      ONE_GENERATOR),
               pause_a_rank_at_step_2)
     message = str(failed.value)
     # the served-batch path, the one only the probe thread can name: the paused rank drew its batch ahead
@@ -65,7 +66,7 @@ def test_a_rank_whose_files_cannot_be_read_back_is_named_within_the_checkpoints_
     threading.Thread(target=plant_a_fifo_in_step_4s_staging, daemon=True).start()
     with pytest.raises(RunFailed) as failed:
         train(run_cfg(path, out, "run.steps=8", "run.checkpoint_every=4", "run.checkpoint_timeout_s=15",
-                      "run.max_restarts=0"))
+                      "run.max_restarts=0", ONE_GENERATOR))
     message = str(failed.value)
     assert "\n" not in message and message.startswith(
         "learner rank 1 hung in the checkpoint of step 4: not done in 15s (run.checkpoint_timeout_s)"), message

