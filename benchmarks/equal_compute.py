@@ -34,10 +34,13 @@ def greedy_gap(base: list[dict], cfg: list[dict], budgets: list[float], level: f
 
 
 def welch(x: np.ndarray, y: np.ndarray, level: float = 0.9) -> tuple[float, float, float]:
-    """(mean of y − mean of x, lo, hi): the Welch t interval over seeds (df rounded down, at least 1)."""
+    """(mean of y − mean of x, lo, hi): the Welch t interval over seeds (df rounded down, at least 1). Seeds that
+    all read the same on both sides give no spread to build an interval on: lo and hi are then NaN, not d."""
     x, y = np.asarray(x, float), np.asarray(y, float)
     vx, vy = x.var(ddof=1) / len(x), y.var(ddof=1) / len(y)
-    df = (vx + vy) ** 2 / (vx ** 2 / (len(x) - 1) + vy ** 2 / (len(y) - 1)) if vx + vy > 0 else 1
+    if vx + vy == 0:
+        return y.mean() - x.mean(), float("nan"), float("nan")
+    df = (vx + vy) ** 2 / (vx ** 2 / (len(x) - 1) + vy ** 2 / (len(y) - 1))
     half = t_quantile((1 + level) / 2, max(1, int(df))) * np.sqrt(vx + vy)
     return y.mean() - x.mean(), y.mean() - x.mean() - half, y.mean() - x.mean() + half
 

@@ -1,7 +1,7 @@
 """Our on-policy runs against TRL's GRPOTrainer at equal rollouts (issue 42, item 4): is the gap in the noise?
 Greedy held-out pass@1 at each eval step both sides share, and the mean reward of the training batches over a
-window of steps (each step 16 on-policy rollouts of the weights then), each as ours − TRL with a 90% Welch t
-interval over seeds. Writes gap.json; the peer_trl results page quotes it.
+window of steps (TRL's, and ours at cluster.emulate.lead_steps=1: each step's rollouts come from the weights it
+updates), each as ours − TRL with a 90% Welch t interval over seeds. Writes gap.json; the peer_trl results page quotes it.
 
     python benchmarks/peer_gap.py --trl DIR/seed0 DIR/seed1 --ours RUN0 RUN1 --window 26 50 --out DIR
 """
@@ -27,10 +27,10 @@ def trl_rewards(folder: Path) -> dict[int, float]:
     return {r["step"]: r["reward_mean"] for r in rows}
 
 
-def window_mean(rewards: dict[int, float], lo: int, hi: int) -> float:
+def window_mean(rewards: dict[int, float], lo: int, hi: int, run: Path) -> float:
     missing = [s for s in range(lo, hi + 1) if s not in rewards]
     if missing:
-        raise SystemExit(f"a run has no training row at steps {missing[:5]}: pass --window within its steps")
+        raise SystemExit(f"{run} has no training row at steps {missing[:5]}: pass --window within its steps")
     return float(np.mean([rewards[s] for s in range(lo, hi + 1)]))
 
 
@@ -55,8 +55,8 @@ def main() -> None:
     rows = [gap(f"greedy pass@1 at step {s}", [c[s] for c in theirs], [c[s] for c in mine], args.level)
             for s in steps]
     lo, hi = args.window
-    rows.append(gap(f"training reward, steps {lo}-{hi}", [window_mean(trl_rewards(f), lo, hi) for f in args.trl],
-                    [window_mean(our_rewards(r), lo, hi) for r in args.ours], args.level))
+    rows.append(gap(f"training reward, steps {lo}-{hi}", [window_mean(trl_rewards(f), lo, hi, f) for f in args.trl],
+                    [window_mean(our_rewards(r), lo, hi, r) for r in args.ours], args.level))
     args.out.mkdir(parents=True, exist_ok=True)
     (args.out / "gap.json").write_text(json.dumps({"trl": [str(f) for f in args.trl],
                                                    "ours": [str(r) for r in args.ours], "rows": rows}, indent=1))

