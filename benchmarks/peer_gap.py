@@ -1,7 +1,8 @@
 """Our on-policy runs against TRL's GRPOTrainer at equal rollouts (issue 42, item 4): is the gap in the noise?
 Greedy held-out pass@1 at each eval step both sides share, and the mean reward of the training batches over a
 window of steps (TRL's, and ours at cluster.emulate.lead_steps=1: each step's rollouts come from the weights it
-updates), each as ours − TRL with a 90% Welch t interval over seeds. Writes gap.json; the peer_trl results page quotes it.
+updates), each as ours − TRL with a 90% Welch t interval over seeds. Writes gap.json; the peer_trl results page
+quotes it.
 
     python benchmarks/peer_gap.py --trl DIR/seed0 DIR/seed1 --ours RUN0 RUN1 --window 26 50 --out DIR
 """
