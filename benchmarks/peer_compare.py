@@ -16,15 +16,16 @@ import matplotlib
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 
+from replay_rl.metrics import read_metrics  # noqa: E402
+
 AXES = (("step", "learner step"), ("rollouts", "rollouts generated"), ("compute", "compute (trainer-step equivalents)"),
         ("wall_s", "wall-clock s (this box)"))
 
 
 def ours(run: Path) -> list[dict]:
-    rows = [json.loads(line) for line in (run / "metrics.jsonl").read_text().splitlines() if line.strip()]
     return [{"step": r["step"], "pass@1": r["eval/pass@1"], "pass@1_sampled": r["eval/pass@1_sampled"],
              "rollouts": r["ledger/k_inf"], "compute": r["ledger/compute"], "wall_s": r["ledger/wall_s"],
-             "cut": r.get("eval/truncated_share")} for r in rows if r["kind"] == "eval"]
+             "cut": r.get("eval/truncated_share")} for r in read_metrics(run / "metrics.jsonl", "eval")]
 
 
 def trl(folder: Path) -> list[dict]:

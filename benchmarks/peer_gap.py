@@ -17,10 +17,11 @@ import numpy as np
 from equal_compute import welch
 from peer_compare import ours, trl
 
+from replay_rl.metrics import read_metrics
+
 
 def our_rewards(run: Path) -> dict[int, float]:
-    rows = [json.loads(line) for line in (run / "metrics.jsonl").read_text().splitlines() if line.strip()]
-    return {r["step"]: r["batch/reward_mean"] for r in rows if r["kind"] == "train"}
+    return {r["step"]: r["batch/reward_mean"] for r in read_metrics(run / "metrics.jsonl", "train")}
 
 
 def trl_rewards(folder: Path) -> dict[int, float]:

@@ -21,7 +21,8 @@ from rich.progress import Progress
 from replay_rl.config import ConfigError, RunConfig
 from replay_rl.evaluation.passk import greedy_accuracy
 from replay_rl.generation.hf import HFBackend
-from replay_rl.models.hf_folder import init_tiny_model_folder, load_tokenizer, parameter_count, save_model_folder
+from replay_rl.models.hf_folder import (init_tiny_model_folder, load_tokenizer, parameter_count, save_model_folder,
+                                       write_whole)
 from replay_rl.models.shipped import MANIFEST, read_manifest, shipped_models
 from replay_rl.tasks import make_task
 
@@ -79,10 +80,7 @@ def ensure_model(cfg: RunConfig, log=print) -> Path:
 
             return build_smollm2_folder(path)
         if (shipped := shipped_for(cfg)) is not None:  # the same bits on every machine
-            partial = path.with_name(path.name + ".partial")  # a copy cut off never looks like a model folder
-            shutil.rmtree(partial, ignore_errors=True)
-            shutil.copytree(shipped, partial)
-            partial.replace(path)
+            write_whole(path, lambda folder: shutil.copytree(shipped, folder))
             manifest = read_manifest(path)  # the copy's own bits are checked once, in check_reference below
             log(f"warm model: the shipped reference {shipped.name} (sha256 {manifest['sha256'][:12]}, step-0 "
                 f"pass@1 {manifest['eval_accuracy']:.3f}) → {path}")

@@ -7,8 +7,10 @@ under HF_HUB_OFFLINE=1 and is laid out as vLLM expects, so the same code path se
 from __future__ import annotations
 
 import functools
+import shutil
 import string
 from pathlib import Path
+from typing import Callable
 
 import torch
 
@@ -63,6 +65,17 @@ def init_tiny_model_folder(spec: TinyModelSpec, path: str | Path) -> Path:
     tokenizer = build_tokenizer()
     model = build_tiny_model(spec, len(tokenizer), tokenizer.pad_token_id, tokenizer.eos_token_id)
     save_model_folder(model, tokenizer, path)
+    return path
+
+
+def write_whole(path: str | Path, write: Callable[[Path], object]) -> Path:
+    """A folder written by `write(folder)` into `<path>.partial`, then renamed to `path` (replacing an empty folder
+    there): a write cut off never looks like a model folder."""
+    path = Path(path)
+    partial = path.with_name(path.name + ".partial")
+    shutil.rmtree(partial, ignore_errors=True)
+    write(partial)
+    partial.replace(path)
     return path
 
 

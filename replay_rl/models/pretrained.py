@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import contextlib
 import io
-import shutil
 import subprocess
 import sys
 import zipfile
@@ -66,7 +65,7 @@ def build_smollm2_folder(path: str | Path) -> Path:
     import torch
     from transformers import AutoModelForCausalLM, AutoTokenizer, LlamaForCausalLM
 
-    from replay_rl.models.hf_folder import quiet_transformers, save_model_folder
+    from replay_rl.models.hf_folder import quiet_transformers, save_model_folder, write_whole
 
     quiet_transformers()
     print(f"building SmolLM2-135M-Instruct at {path} from its GGUF (once, about 30 s)", file=sys.stderr, flush=True)
@@ -79,11 +78,4 @@ def build_smollm2_folder(path: str | Path) -> Path:
         del config.quantization_config
     model = LlamaForCausalLM(config)
     model.load_state_dict(loaded.state_dict())
-    path = Path(path)
-    partial = path.with_name(path.name + ".partial")  # a build cut off never looks like a model folder
-    shutil.rmtree(partial, ignore_errors=True)
-    save_model_folder(model, tokenizer, partial)
-    if path.is_dir() and not any(path.iterdir()):
-        path.rmdir()
-    partial.replace(path)
-    return path
+    return write_whole(path, lambda folder: save_model_folder(model, tokenizer, folder))

@@ -9,6 +9,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from replay_rl.metrics import read_metrics
+
 ROOT = Path(__file__).parents[2]
 PEER = ROOT / "benchmarks/results/peer_trl"
 
@@ -42,8 +44,7 @@ def test_peer_gap_reads_ours_minus_trl_on_the_committed_runs(tmp_path, monkeypat
     reward = rows["training reward, steps 26-50"]
     trl_rewards = [json.loads(line)["reward_mean"] for line in (trl[0] / "steps.jsonl").read_text().splitlines()]
     assert reward["trl"][0] == pytest.approx(np.mean(trl_rewards[25:50]))
-    our_rows = [json.loads(line) for line in (ours[1] / "metrics.jsonl").read_text().splitlines()]
-    our_rewards = {r["step"]: r["batch/reward_mean"] for r in our_rows if r["kind"] == "train"}
+    our_rewards = {r["step"]: r["batch/reward_mean"] for r in read_metrics(ours[1] / "metrics.jsonl", "train")}
     assert reward["ours"][1] == pytest.approx(np.mean([our_rewards[s] for s in range(26, 51)]))
     monkeypatch.setattr(sys, "argv", ["peer_gap.py", "--trl", *map(str, trl), "--ours", *map(str, ours),
                                       "--window", "26", "60", "--out", str(tmp_path)])

