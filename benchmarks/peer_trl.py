@@ -60,20 +60,26 @@ def reward_function(task, max_new_tokens: int, eos_id: int, group_size: int, log
     return reward
 
 
+def train_args(cfg: RunConfig, out: Path, seed: int, steps: int, every: int) -> dict:
+    """GRPOConfig's settings for the preset's (peer_step.py takes the same)."""
+    g = cfg.generation
+    return dict(
+        output_dir=str(out / "trl"), seed=seed, max_steps=steps, save_steps=every, save_only_model=True,
+        per_device_train_batch_size=cfg.learner.batch_size, num_generations=g.group_size, steps_per_generation=1,
+        num_iterations=1, max_completion_length=g.max_new_tokens, temperature=g.temperature, top_p=1.0, top_k=0,
+        learning_rate=cfg.learner.lr, lr_scheduler_type="constant", warmup_steps=0, beta=0.0, epsilon=0.2,
+        loss_type="dapo", scale_rewards="group", max_grad_norm=cfg.learner.grad_clip, weight_decay=0.0,
+        adam_beta1=cfg.learner.betas[0], adam_beta2=cfg.learner.betas[1], use_cpu=True, bf16=False,
+        logging_steps=1, report_to="none", shuffle_dataset=False, disable_dropout=True)
+
+
 def train_trl(cfg: RunConfig, model: Path, out: Path, seed: int, steps: int, every: int) -> tuple[list, float]:
     from trl import GRPOConfig, GRPOTrainer
 
     task = make_task(cfg.task, cfg.task.split_seed)
     tokenizer = load_tokenizer(model)
     g, b = cfg.generation, cfg.learner.batch_size
-    args = GRPOConfig(
-        output_dir=str(out / "trl"), seed=seed, max_steps=steps, save_steps=every, save_only_model=True,
-        per_device_train_batch_size=b, num_generations=g.group_size, steps_per_generation=1,
-        num_iterations=1, max_completion_length=g.max_new_tokens, temperature=g.temperature, top_p=1.0, top_k=0,
-        learning_rate=cfg.learner.lr, lr_scheduler_type="constant", warmup_steps=0, beta=0.0, epsilon=0.2,
-        loss_type="dapo", scale_rewards="group", max_grad_norm=cfg.learner.grad_clip, weight_decay=0.0,
-        adam_beta1=cfg.learner.betas[0], adam_beta2=cfg.learner.betas[1], use_cpu=True, bf16=False,
-        logging_steps=1, report_to="none", shuffle_dataset=False, disable_dropout=True)
+    args = GRPOConfig(**train_args(cfg, out, seed, steps, every))
     log: list = []
     trainer = GRPOTrainer(model=str(model), args=args, processing_class=tokenizer,
                           reward_funcs=reward_function(task, g.max_new_tokens, tokenizer.eos_token_id, g.group_size,
