@@ -6,6 +6,7 @@ from math import comb
 from typing import Sequence
 
 import numpy as np
+import torch
 
 from replay_rl.config import RunConfig
 from replay_rl.generation.backend import GenerationBackend, SamplingParams
@@ -81,7 +82,12 @@ def evaluate(backend: GenerationBackend, tokenizer, task: Task, *, n_problems: i
 
 def evaluate_for_run(backend: GenerationBackend, tokenizer, task: Task, cfg: RunConfig,
                      k: int | None = None) -> dict[str, float]:
-    """evaluate() with the run's eval settings (run.eval_prompts, n = run.eval_k, generation.eval_temperature)."""
-    return evaluate(backend, tokenizer, task, n_problems=cfg.run.eval_prompts, n=k or cfg.run.eval_k,
-                    temperature=cfg.generation.eval_temperature, max_new_tokens=cfg.generation.max_new_tokens,
-                    chat=cfg.model.chat_template)
+    """evaluate() with the run's eval settings (run.eval_prompts, n = run.eval_k, generation.eval_temperature).
+    Its samples are drawn from torch's generator seeded with run.seed (the caller's generator left as it was), so the
+    same weights and seed give the same sampled pass@k in a run, in another run and in `replay-rl eval`, whatever
+    else the process drew before. A vLLM backend (run.eval_backend=generation) draws from its engine's own seed."""
+    with torch.random.fork_rng():
+        torch.manual_seed(cfg.run.seed)
+        return evaluate(backend, tokenizer, task, n_problems=cfg.run.eval_prompts, n=k or cfg.run.eval_k,
+                        temperature=cfg.generation.eval_temperature, max_new_tokens=cfg.generation.max_new_tokens,
+                        chat=cfg.model.chat_template)

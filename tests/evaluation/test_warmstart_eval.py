@@ -2,6 +2,7 @@ import json
 from pathlib import Path
 
 import pytest
+import torch
 
 from replay_rl.config import ConfigError, RunConfig
 from replay_rl.evaluation.passk import evaluate, ks_reported, pass_at_k
@@ -74,3 +75,26 @@ def test_a_manifest_written_before_a_task_field_existed_reads_as_its_default(tmp
     with pytest.raises(ConfigError) as e:
         ensure_model(RunConfig.load(None, [f"model.path={folder}", "task.answer=last_number"]))
     assert "task.answer='(absent)' (config: 'last_number')" in str(e.value)
+
+
+def test_the_sampled_eval_repeats_for_one_seed_whatever_was_drawn_before():
+    # a run's evaluator and `replay-rl eval` share torch's generator with everything else in their process: the
+    # sampled pass@k once moved with what the process had drawn before (0.035 against 0.030 on the same weights)
+    from replay_rl.evaluation.passk import evaluate_for_run
+    from replay_rl.evaluation.warmstart import shipped_for
+
+    cfg = RunConfig.load(None, ["run.eval_prompts=48", "run.eval_k=8"])
+    folder = shipped_for(cfg)
+    backend, tok, task = HFBackend(str(folder)), load_tokenizer(folder), make_task(cfg.task, cfg.task.split_seed)
+    rows = []
+    for drawn_before in (1, 2):
+        torch.manual_seed(drawn_before)
+        rows.append(evaluate_for_run(backend, tok, task, cfg))
+        after = torch.rand(1)
+    assert rows[0] == rows[1]
+    assert 0 < rows[0]["pass@1_sampled"] < 1
+    torch.manual_seed(2)
+    assert torch.rand(1) == after  # the caller's generator is left as it was
+    other = evaluate_for_run(backend, tok, task, RunConfig.load(None, ["run.eval_prompts=48", "run.eval_k=8",
+                                                                       "run.seed=1"]))
+    assert other["pass@1"] == rows[0]["pass@1"] and other != rows[0]  # greedy is greedy; another seed, other draws
