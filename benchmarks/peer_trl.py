@@ -111,7 +111,7 @@ def main() -> None:
                     "-s`, given to both sides: the committed pilot ran at -s generation.temperature=1.0, the preset's "
                     "temperature then")
     args = ap.parse_args()
-    cfg = RunConfig.load(str(PRESET), args.set)
+    cfg = RunConfig.load(str(PRESET), [*args.set, f"run.seed={args.seed}"])  # its evals draw as our seed-S runs
     model = Path(cfg.model.build_dir).resolve()
     out = Path(args.out) / f"seed{args.seed}"
     out.mkdir(parents=True, exist_ok=True)

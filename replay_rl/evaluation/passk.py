@@ -83,10 +83,13 @@ def evaluate(backend: GenerationBackend, tokenizer, task: Task, *, n_problems: i
 def evaluate_for_run(backend: GenerationBackend, tokenizer, task: Task, cfg: RunConfig,
                      k: int | None = None) -> dict[str, float]:
     """evaluate() with the run's eval settings (run.eval_prompts, n = run.eval_k, generation.eval_temperature).
-    Its samples are drawn from torch's generator seeded with run.seed (the caller's generator left as it was), so the
-    same weights and seed give the same sampled pass@k in a run, in another run and in `replay-rl eval`, whatever
-    else the process drew before. A vLLM backend (run.eval_backend=generation) draws from its engine's own seed."""
-    with torch.random.fork_rng():
+    A transformers backend draws its samples from torch's generator, here seeded with run.seed (the caller's CPU
+    generator, and the backend's GPU one, left as they were), so the same weights and seed give the same sampled
+    pass@k in a run, in another run and in `replay-rl eval`, whatever else the process drew before (on a GPU, as far
+    as its kernels repeat). A vLLM backend (run.eval_backend=generation) draws from its engine, seeded once at its
+    start: its sampled values move from one eval to the next."""
+    device = getattr(backend, "device", None)
+    with torch.random.fork_rng(devices=[device] if getattr(device, "type", None) == "cuda" else []):
         torch.manual_seed(cfg.run.seed)
         return evaluate(backend, tokenizer, task, n_problems=cfg.run.eval_prompts, n=k or cfg.run.eval_k,
                         temperature=cfg.generation.eval_temperature, max_new_tokens=cfg.generation.max_new_tokens,
