@@ -42,3 +42,14 @@ def test_update_gap_is_zero_for_the_same_update_and_grows_with_a_different_one(m
     half = update_gap(start, {"w": step["w"] / 2}, step)  # ‖Δa − Δb‖ / ‖Δb‖ = 1/2, same direction
     assert half["relative_difference"] == pytest.approx(0.5) and half["cosine"] == pytest.approx(1.0)
     assert half["max_abs_difference"] == pytest.approx(1.0) and half["max_abs_step"] == pytest.approx(2.0)
+
+
+def test_the_sampler_comparison_tells_one_distribution_from_two(monkeypatch):
+    monkeypatch.syspath_prepend(str(Path(__file__).parents[2] / "benchmarks"))
+    from peer_sampler import ks_test
+
+    rng = np.random.default_rng(0)
+    a, b = rng.normal(0, 1, 500), rng.normal(0, 1, 500)
+    assert ks_test(a, a) == {"d": 0.0, "p": 1.0}
+    assert ks_test(a, b)["p"] > 0.05 and ks_test(a, b + 0.5)["p"] < 1e-6
+    assert ks_test(np.zeros(10), np.ones(10))["d"] == 1.0
