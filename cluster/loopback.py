@@ -76,14 +76,16 @@ def start_node(log: Path, *args: str) -> subprocess.Popen:
 
 def stop_nodes(nodes: list[subprocess.Popen], grace_s: float = 5) -> None:
     """SIGTERM, then SIGKILL to each node's process group after grace_s: `ray start --block` took 33 s to stop a
-    head gracefully here, and every process a node starts (GCS, raylet, dashboard, agents) is in its group."""
+    head gracefully here, and every process a node starts (GCS, raylet, dashboard, agents) is in its group. The
+    workers share one grace period, as they were sent SIGTERM together."""
     for group in (nodes[1:], nodes[:1]):  # the workers together, then the head
         for node in group:
             with contextlib.suppress(ProcessLookupError):
                 os.killpg(node.pid, signal.SIGTERM)
+        deadline = time.monotonic() + grace_s
         for node in group:
             try:
-                node.wait(timeout=grace_s)
+                node.wait(timeout=max(0.0, deadline - time.monotonic()))
             except subprocess.TimeoutExpired:
                 os.killpg(node.pid, signal.SIGKILL)
                 node.wait(timeout=60)

