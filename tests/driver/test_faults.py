@@ -164,14 +164,10 @@ def test_resume_auto_continues_the_same_metrics_file(ray_cluster, warm_model, ch
     assert closing_summary(run_cfg(path, out), final).splitlines()[0] == (
         f"resumed from {out / 'checkpoints' / 'step_4'}: this command ran steps 5–6; the lines below cover the "
         "whole run from step 0")
-    # its counters are what an uninterrupted run's would be: K_inf between what the learner needed for its 6 steps and the pace's
-    # budget (made again, the two calls above took K_inf past it: the defect the edit stands for), and compute
-    # charged from them, (K_train + μ·K_inf) / B (an uninterrupted run of its own checked the same, ~80 s more)
-    cfg = run_cfg(path, out)
-    assert final["ledger/k_inf"] >= cfg.pace_setting.pace().required(5)
-    assert not k_inf_past_budget(cfg.pace_setting, [final])
-    mu, batch = cfg.cluster.emulate.mu, cfg.learner.batch_size
-    assert final["ledger/compute"] == pytest.approx((final["ledger/k_train"] + mu * final["ledger/k_inf"]) / batch)
+    # and K_inf within the pace's budget: made again, the two calls the edit hid took it past (the defect the edit
+    # stands for). An uninterrupted run of its own was compared here before (~80 s); K_inf cannot fall below what
+    # the learner needed, as the shards hold the learner until it is inserted, so this bound is the one that can fail
+    assert not k_inf_past_budget(run_cfg(path, out).pace_setting, [final])
 
 
 @pytest.mark.parametrize("role, extra", [("LearnerRank", (ONE_GENERATOR,)),
@@ -193,7 +189,7 @@ def test_a_dead_role_restarts_every_role_from_the_newest_checkpoint(ray_cluster,
             seen["recovered_s"], seen["first_step_after"] = time.monotonic() - seen["killed_at"], step
 
     out = tmp_path / "restart"
-    cfg = run_cfg(path, out, "run.steps=10", "run.checkpoint_every=4", "run.max_restarts=1", *extra)
+    cfg = run_cfg(path, out, "run.steps=10", "run.checkpoint_every=2", "run.max_restarts=1", *extra)
     final = train(cfg, kill_at_step_5)
     rows = read_metrics(out / "metrics.jsonl")
     train_rows = [r for r in rows if r["kind"] == "train"]
