@@ -22,12 +22,12 @@ import numpy as np
 import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from peer_step import MATCHED, trl_trainer  # noqa: E402
-from peer_trl import PRESET, prompts_dataset, reward_function  # noqa: E402
+from peer_step import MATCHED, trl_sampling  # noqa: E402
+from peer_trl import PRESET  # noqa: E402
 
 from replay_rl.config import RunConfig  # noqa: E402
 from replay_rl.evaluation.warmstart import ensure_model  # noqa: E402
-from replay_rl.generation.backend import sampling_params, truncate_at_eos  # noqa: E402
+from replay_rl.generation.backend import sampling_params  # noqa: E402
 from replay_rl.generation.hf import HFBackend  # noqa: E402
 from replay_rl.models.hf_folder import load_tokenizer  # noqa: E402
 from replay_rl.rollout import FINISH_LENGTH  # noqa: E402
@@ -72,21 +72,12 @@ def main() -> None:
     cfg = RunConfig.load(str(PRESET), MATCHED)
     model, g = ensure_model(cfg), cfg.generation
     task, tok = make_task(cfg.task, cfg.task.split_seed), load_tokenizer(model)
-    dataset = prompts_dataset(task, args.problems, args.seed)
-    problems = [p for p in task.sample_train(args.problems, np.random.default_rng(args.seed))
-                for _ in range(g.group_size)]
-    trainer = trl_trainer(cfg, model, Path(args.out), 1,
-                          reward_function(task, g.max_new_tokens, tok.eos_token_id, g.group_size, []), dataset)
-    trainer.model.train()
+    _, problems, generate_trl = trl_sampling(cfg, model, Path(args.out), args.problems, args.seed)
     backend = HFBackend(str(model))
     torch.manual_seed(args.seed)
     sides: dict[str, list[dict]] = {"trl": [], "ours": []}
     for _ in range(args.calls):
-        got = trainer._generate_and_score_completions([dataset[i] for i in range(args.problems)
-                                                       for _ in range(g.group_size)])
-        theirs = [truncate_at_eos(ids.numpy(), np.zeros(len(ids)), tok.eos_token_id, 0)
-                  for ids in got["completion_ids"]]
-        sides["trl"] += described(backend, task, tok, problems, theirs)
+        sides["trl"] += described(backend, task, tok, problems, generate_trl()[1])
         groups = backend.generate(encode_prompts(tok, problems[::g.group_size], chat=True), sampling_params(g))
         sides["ours"] += described(backend, task, tok, problems, [c for group in groups for c in group])
     result = {"calls": args.calls, "problems": args.problems, "group_size": g.group_size, "seed": args.seed,

@@ -131,25 +131,43 @@ def trl(cfg: RunConfig, model: Path, batches: list[RolloutBatch], out: Path,
     return rows, {n: p.detach().clone() for n, p in net.named_parameters()}, type(trainer.optimizer).__name__
 
 
+def trl_sampling(cfg: RunConfig, model: Path, out: Path, problems: int, seed: int, seen: list | None = None):
+    """A GRPOTrainer given `problems` training problems (our sampler's draws at `seed`, as peer_trl.py feeds it) and
+    our reward (each value also appended to `seen`); returns it, those problems each repeated group_size times in
+    the order TRL generates them, and a call that runs TRL's own `_generate_and_score_completions` once on them:
+    its output, and its completions cut at their first EOS as our Completions."""
+    from peer_trl import prompts_dataset, reward_function
+
+    from replay_rl.generation.backend import truncate_at_eos
+
+    task, tok, g = make_task(cfg.task, cfg.task.split_seed), load_tokenizer(model), cfg.generation
+    dataset = prompts_dataset(task, problems, seed)
+    reward = reward_function(task, g.max_new_tokens, tok.eos_token_id, g.group_size, [])
+    trainer = trl_trainer(cfg, model, out, 1, reward if seen is None else
+                          lambda *a, **k: seen.extend(r := reward(*a, **k)) or r, dataset)
+    trainer.model.train()
+    mine = [p for p in task.sample_train(problems, np.random.default_rng(seed)) for _ in range(g.group_size)]
+
+    def generate() -> tuple[dict, list]:
+        got = trainer._generate_and_score_completions([dataset[i] for i in range(problems)
+                                                       for _ in range(g.group_size)])
+        return got, [truncate_at_eos(ids.numpy(), np.zeros(len(ids)), tok.eos_token_id, 0)
+                     for ids in got["completion_ids"]]
+    return trainer, mine, generate
+
+
 def trl_generation_path(cfg: RunConfig, model: Path, out: Path, problems: int, seed: int) -> dict:
     """TRL's own generate → mask → reward → advantage on `problems` training problems, against ours on TRL's
     completions: prompt tokens, each completion's length to its first EOS, rewards and advantages (TRL's unbiased
     std, so ours at generation.advantage_std=sample) row for row; and the sampler TRL builds."""
-    from peer_trl import prompts_dataset, reward_function
-
-    from replay_rl.generation.backend import truncate_at_eos
     from replay_rl.tasks.scoring import applicable_advantages, completion_rewards
 
     task, tok, g = make_task(cfg.task, cfg.task.split_seed), load_tokenizer(model), cfg.generation
-    dataset, seen = prompts_dataset(task, problems, seed), []
-    reward = reward_function(task, g.max_new_tokens, tok.eos_token_id, g.group_size, [])
-    trainer = trl_trainer(cfg, model, out, 1, lambda *a, **k: seen.extend(r := reward(*a, **k)) or r, dataset)
+    seen: list = []
+    trainer, mine, generate = trl_sampling(cfg, model, out, problems, seed, seen)
     torch.manual_seed(seed)
-    trainer.model.train()
-    got = trainer._generate_and_score_completions([dataset[i] for i in range(problems) for _ in range(g.group_size)])
-    mine = [p for p in task.sample_train(problems, np.random.default_rng(seed)) for _ in range(g.group_size)]
+    got, cut = generate()
     prompts = encode_prompts(tok, mine, chat=cfg.model.chat_template)
-    cut = [truncate_at_eos(ids.numpy(), np.zeros(len(ids)), tok.eos_token_id, 0) for ids in got["completion_ids"]]
     rewards = completion_rewards(task, tok, list(zip(mine, cut)))
     groups = np.array(rewards).reshape(-1, g.group_size)
     advantages = np.concatenate([applicable_advantages(r, ddof=1)[1] for r in groups])
